@@ -1,0 +1,252 @@
+"""The task contract: what a task directory holds, how it is loaded and checked, and what an evaluation returns.
+
+A task is a directory with `task.toml` (see DESIGN.md). Built-in tasks and users' own directories go
+through the same loader, so a user task gets exactly the checks a built-in one does. Every error names
+the file, the field and the fix. This module reads files only; running anything is `tasks.sandbox`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+BUILTIN_DIR = Path(__file__).parent / "builtin"
+
+
+class TaskError(ValueError):
+    """A task directory that cannot be used; the message names the file, the field and the fix."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MetricConfig(_Strict):
+    name: str
+    """What the score measures, e.g. `sum_of_radii`."""
+    direction: Literal["maximize", "minimize"]
+    """Whether a larger or a smaller raw score is better."""
+    baseline: float | None = None
+    """The seed program's score, for reports."""
+    best_known: float | None = None
+    """A published reference score, for the optimality gap."""
+    references: list[str] = []
+    """Where the reference numbers come from (free text, shown by `arts tasks show`)."""
+
+
+class CommandConfig(_Strict):
+    command: list[str] = Field(min_length=1)
+    """argv run inside the node's working copy; it must write `result.json`."""
+    timeout_s: float = Field(60.0, gt=0)
+    """Wall-clock limit; the whole process group is killed past it."""
+    memory_mb: int = Field(2048, gt=0)
+    """Address-space limit of each process, in MiB."""
+    max_procs: int = Field(64, gt=0)
+    """How many processes the evaluation may run at once."""
+    threads: int = Field(1, gt=0)
+    """OMP/MKL/OpenBLAS thread count given to the evaluation."""
+
+
+class TaskConfig(_Strict):
+    name: str
+    """Lower-case letters, digits and dashes."""
+    statement: str
+    """File holding the problem statement shown to the scientist."""
+    kind: Literal["optimize", "answer"]
+    """`optimize`: a program scored by an evaluator; `answer`: a deliverable graded only at the end."""
+    editable: list[str] = Field(min_length=1)
+    """Files the executor may write (the program under search)."""
+    material: list[str] = []
+    """Read-only case material (files or folders ending in `/`), visible to scientist and executor."""
+    hidden: list[str] = []
+    """Never visible during search (test split, ground truth); present only for `[test]`."""
+    metric: MetricConfig | None = None
+    evaluate: CommandConfig | None = None
+    test: CommandConfig | None = None
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", v):
+            raise ValueError(f"{v!r} is not a task name; use lower-case letters, digits and dashes, e.g. 'my-task'")
+        return v
+
+    @field_validator("editable", "material", "hidden")
+    @classmethod
+    def _relative(cls, v: list[str]) -> list[str]:
+        for p in v:
+            if p.startswith("/") or ".." in Path(p).parts or p in ("", "."):
+                raise ValueError(f"{p!r} must be a path relative to the task directory, without '..'")
+        return v
+
+    @model_validator(mode="after")
+    def _kind_rules(self) -> TaskConfig:
+        if self.kind == "optimize":
+            if self.evaluate is None:
+                raise ValueError("an 'optimize' task needs an [evaluate] section with a command that writes result.json")
+            if self.metric is None:
+                raise ValueError("an 'optimize' task needs a [metric] section with name and direction")
+        else:
+            if self.test is None:
+                raise ValueError("an 'answer' task needs a [test] section that grades the deliverable")
+            if self.evaluate is not None:
+                raise ValueError("an 'answer' task has no [evaluate] section (the search sees no score); remove it")
+        overlap = set(self.editable) & (set(self.material) | set(self.hidden))
+        if overlap:
+            raise ValueError(f"{sorted(overlap)} listed as editable and as material/hidden; list each file once")
+        return self
+
+
+class EvalResult(BaseModel):
+    """What one sandboxed evaluation returned. Never raised as an error: an invalid run says why."""
+
+    model_config = ConfigDict(extra="forbid")
+    valid: bool
+    score: float | None = None
+    """Raw score as the evaluator wrote it (display value)."""
+    metrics: dict = {}
+    message: str = ""
+    """The evaluator's own message."""
+    reason: str = ""
+    """Why the result is invalid (timeout, crash, killed for memory, bad result.json, ...); empty if valid."""
+    wall_s: float = 0.0
+    returncode: int | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+
+
+class Task:
+    """A loaded, checked task directory."""
+
+    def __init__(self, root: Path, config: TaskConfig):
+        self.root = root
+        self.config = config
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    @property
+    def statement(self) -> str:
+        return (self.root / self.config.statement).read_text()
+
+    @property
+    def maximize(self) -> bool:
+        return self.config.metric is None or self.config.metric.direction == "maximize"
+
+    def normalise(self, raw: float | None) -> float | None:
+        """Direction-normalised score: higher is always better inside the search."""
+        if raw is None or not math.isfinite(raw):
+            return None
+        return raw if self.maximize else -raw
+
+    def seed_files(self) -> dict[str, str]:
+        """The editable files as shipped; empty for a seedless task (its first nodes are drafts)."""
+        return {p: (self.root / p).read_text() for p in self.config.editable if (self.root / p).is_file()}
+
+    @property
+    def seedless(self) -> bool:
+        return not self.seed_files()
+
+    def material_files(self) -> list[Path]:
+        """Every material file, expanded from folders, relative to the task root."""
+        return _expand(self.root, self.config.material)
+
+    def hidden_files(self) -> list[Path]:
+        return _expand(self.root, self.config.hidden)
+
+    def read_material(self, max_chars: int = 4000) -> dict[str, str]:
+        """Text of the material files (each cut to max_chars), for prompts."""
+        out = {}
+        for rel in self.material_files():
+            try:
+                out[str(rel)] = (self.root / rel).read_text()[:max_chars]
+            except UnicodeDecodeError:
+                out[str(rel)] = f"<binary, {(self.root / rel).stat().st_size} bytes>"
+        return out
+
+
+def _expand(root: Path, entries: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for entry in entries:
+        p = root / entry
+        if p.is_dir():
+            files += sorted(f.relative_to(root) for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+        elif p.is_file():
+            files.append(Path(entry))
+    return files
+
+
+def _format_errors(toml_path: Path, err: ValidationError) -> str:
+    lines = [f"{toml_path}: {err.error_count()} problem(s)"]
+    for e in err.errors():
+        field = ".".join(str(x) for x in e["loc"]) or "(top level)"
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field; remove it or check its spelling against DESIGN.md's task contract"
+        elif e["type"] == "missing":
+            msg = "required field is missing; add it"
+        lines.append(f"  field '{field}': {msg}")
+    return "\n".join(lines)
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and check a task directory. Raises TaskError naming file, field and fix."""
+    root = Path(path).resolve()
+    toml_path = root / "task.toml"
+    if not root.is_dir():
+        raise TaskError(f"{root}: no such task directory; give a built-in task name (`arts tasks list`) or a directory")
+    if not toml_path.is_file():
+        raise TaskError(f"{toml_path}: missing; a task directory needs a task.toml (see DESIGN.md, 'The task contract')")
+    try:
+        raw = tomllib.loads(toml_path.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise TaskError(f"{toml_path}: not valid TOML ({e}); fix the syntax at that line") from None
+    try:
+        config = TaskConfig.model_validate(raw)
+    except ValidationError as e:
+        raise TaskError(_format_errors(toml_path, e)) from None
+    problems = []
+    if not (root / config.statement).is_file():
+        problems.append(f"  field 'statement': file {config.statement!r} not found in {root}; create it or fix the name")
+    for key in ("material", "hidden"):
+        for entry in getattr(config, key):
+            if not (root / entry).exists():
+                problems.append(f"  field '{key}': {entry!r} not found in {root}; create it or remove it from the list")
+    for key in ("evaluate", "test"):
+        cmd = getattr(config, key)
+        if cmd is None:
+            continue
+        for arg in cmd.command[1:]:
+            if arg.endswith(".py") and not (root / arg).is_file():
+                problems.append(f"  field '{key}.command': script {arg!r} not found in {root}; create it or fix the path")
+            elif key == "evaluate" and any(arg == h or arg.startswith(h.rstrip("/") + "/") for h in config.hidden):
+                problems.append(f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material")
+    if problems:
+        raise TaskError("\n".join([f"{toml_path}: {len(problems)} problem(s)", *problems]))
+    return Task(root, config)
+
+
+def builtin_names() -> list[str]:
+    return sorted(p.name for p in BUILTIN_DIR.iterdir() if (p / "task.toml").is_file()) if BUILTIN_DIR.is_dir() else []
+
+
+def resolve_task(name_or_dir: str | Path) -> Task:
+    """A built-in task by name, or a task directory by path."""
+    s = str(name_or_dir)
+    if s in builtin_names():
+        return load_task(BUILTIN_DIR / s)
+    if Path(s).is_dir():
+        return load_task(s)
+    known = ", ".join(builtin_names()) or "(none installed)"
+    raise TaskError(f"{s!r} is neither a built-in task nor a directory; built-in tasks: {known}")
