@@ -1,0 +1,127 @@
+"""The built-in reward functions, registered by name.
+
+All share the `RewardFn` signature and the same rules: an invalid node (score `None` or non-finite) gets
+`config.invalid`; `None` and non-finite entries of the history are dropped (the history is meant to hold
+valid scores only); an empty history gives a valid score `config.empty_history` (except `improvement`,
+which compares with the parent, not the history). They are pure: no state, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from rewards.base import RewardConfig, register
+
+
+def _valid(score: float | None) -> bool:
+    return score is not None and math.isfinite(score)
+
+
+def _clean(history: Sequence[float]) -> np.ndarray:
+    return np.array([h for h in history if _valid(h)], dtype=float)
+
+
+@register("percentile")
+def percentile(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """1.0 when the score reaches the q-th quantile of the history, else 0.0.
+
+    The threshold is `np.percentile(history, 100 q, method="linear")` (numpy's default: interpolate
+    between the two nearest order statistics); a score equal to it reaches it. As the search improves
+    the threshold rises, so a score rewarded early is unrewarded later and rewards do not saturate.
+    """
+    if not _valid(score):
+        return config.invalid
+    hist = _clean(history)
+    if hist.size == 0:
+        return config.empty_history
+    threshold = float(np.percentile(hist, 100.0 * config.q, method="linear"))
+    return 1.0 if score >= threshold else 0.0
+
+
+@register("best_only")
+def best_only(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """1.0 only for a new best: strictly above every score in the history (a tie is not new)."""
+    if not _valid(score):
+        return config.invalid
+    hist = _clean(history)
+    if hist.size == 0:
+        return config.empty_history
+    return 1.0 if score > hist.max() else 0.0
+
+
+@register("raw")
+def raw(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """The score min-max normalised over the history plus this score, in [0, 1].
+
+    A new best gets 1.0 and a new worst 0.0. When the score equals every history score (zero range) it
+    ties the best, so it gets 1.0, as `percentile` rewards a tie at its threshold.
+    """
+    if not _valid(score):
+        return config.invalid
+    hist = _clean(history)
+    if hist.size == 0:
+        return config.empty_history
+    lo, hi = min(hist.min(), score), max(hist.max(), score)
+    return 1.0 if hi == lo else float((score - lo) / (hi - lo))
+
+
+@register("rank")
+def rank(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """The fraction of the history strictly below the score, in [0, 1] (ties do not count)."""
+    if not _valid(score):
+        return config.invalid
+    hist = _clean(history)
+    if hist.size == 0:
+        return config.empty_history
+    return float(np.mean(hist < score))
+
+
+@register("improvement")
+def improvement(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """`score - parent_score`, clipped to [-clip, clip] when `config.clip` is set.
+
+    0.0 when there is no valid parent score (a root, or the child of an invalid node): nothing to
+    improve on. The history is not used. The value is in score units, so set `clip` for scores of
+    unbounded scale.
+    """
+    if not _valid(score):
+        return config.invalid
+    if not _valid(parent_score):
+        return 0.0
+    delta = float(score - parent_score)
+    if config.clip is not None:
+        delta = min(max(delta, -config.clip), config.clip)
+    return delta
