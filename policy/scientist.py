@@ -1,0 +1,167 @@
+"""The scientist: audit, inspect, failure attribution and verbalized proposals.
+
+Each call is a short prompt plus a per-call pydantic schema decoded under grammar constraint, so even the
+135M default returns a parsable object: node ids are `Literal` enums of ids that exist, strings are
+length-capped. The scientist sees rendered state (a string), never the store. A failed call (the model's
+object did not validate) returns an empty result and the round goes on; the search never crashes on
+model output.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from policy.base import Backend, Completion, Message, Sampling
+from policy.sampler import normalise
+
+SYSTEM = "You are a research scientist running experiments on a program. Answer with JSON only."
+
+
+class ScientistConfig(BaseModel):
+    """How the scientist is asked."""
+
+    model_config = ConfigDict(extra="forbid")
+    audits: int = Field(2, ge=0)
+    """The first R calls are baseline audits (no expansion)."""
+    candidates: int = Field(5, ge=1, le=10)
+    """K: candidates per proposal (verbalized sampling)."""
+    inspect: int = Field(2, ge=0, le=5)
+    """At most this many nodes inspected per round (0 turns inspection off)."""
+    tail_depth: int = Field(3, ge=1)
+    """Past this tree depth, candidates are asked for from the tail of the distribution."""
+    tail_threshold: float = Field(0.25, gt=0, le=1)
+    """Tail candidates each have a stated probability below this."""
+    temperature: float = Field(0.8, ge=0)
+    max_tokens: int = Field(320, gt=0)
+    """Cap on a proposal's tokens; audits and attributions use less."""
+
+
+class AuditNotes(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    metric: str = Field(max_length=160)
+    """Structure of the metric: ordinal, sparse, imbalanced, noisy, bounded..."""
+    structure: str = Field(max_length=160)
+    """Exploitable structure in the data or the problem."""
+    weakness: str = Field(max_length=160)
+    """The largest information-loss step or weakness in the seed program."""
+
+
+class Attribution(BaseModel):
+    """Whether a failed or regressed node's idea or its implementation was wrong."""
+
+    model_config = ConfigDict(extra="forbid")
+    node: int
+    verdict: Literal["idea", "implementation"]
+    evidence: str = Field(max_length=160)
+    """The log line or curve point the verdict rests on."""
+    fix: str = Field(max_length=160)
+    """Corrected instructions for the executor (implementation) or the lesson (idea)."""
+
+
+class Proposal(BaseModel):
+    """A parsed proposal: normalised candidates plus what is needed to store and train on it."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+    candidates: list[dict]
+    """[{parent, hypothesis, axis, probability (normalised), rationale}]."""
+    messages: list[Message]
+    completion: Completion | None = None
+    schema_json: dict | None = None
+
+
+def _ids(ids: list[int]):
+    return Literal[tuple(ids)] if ids else int  # type: ignore[valid-type]
+
+
+def candidate_schema(parent_ids: list[int]) -> type[BaseModel]:
+    """The canonical single action {parent, hypothesis, axis}; `parent` is restricted to existing ids."""
+    return create_model(
+        "Action",
+        __config__=ConfigDict(extra="forbid"),
+        parent=(_ids(parent_ids), ...),
+        hypothesis=(str, Field(min_length=8, max_length=140)),
+        axis=(str, Field(min_length=2, max_length=30)),
+    )
+
+
+def proposal_schema(parent_ids: list[int], k: int) -> type[BaseModel]:
+    cand = create_model(
+        "Candidate",
+        __config__=ConfigDict(extra="forbid"),
+        parent=(_ids(parent_ids), ...),
+        hypothesis=(str, Field(min_length=8, max_length=140)),
+        axis=(str, Field(min_length=2, max_length=30)),
+        probability=(float, Field(ge=0, le=1)),
+        rationale=(str, Field(max_length=100)),
+    )
+    return create_model(
+        "Proposal", __config__=ConfigDict(extra="forbid"), candidates=(list[cand], Field(min_length=k, max_length=k))
+    )
+
+
+def canonical_action(c: dict) -> str:
+    """The single-action text that training scores: same keys, order and spacing as the grammar emits."""
+    return candidate_schema([int(c["parent"])])(
+        parent=c["parent"], hypothesis=c["hypothesis"], axis=c["axis"]
+    ).model_dump_json()
+
+
+class Scientist:
+    def __init__(self, backend: Backend, config: ScientistConfig, adapter: str | None = None):
+        self.backend = backend
+        self.config = config
+        self.adapter = adapter
+
+    def _call(self, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None):
+        messages: list[Message] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
+        sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
+        out = self.backend.generate(messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose)
+        return messages, out[0][0]
+
+    def audit(self, context: str, seed: int | None = None) -> tuple[AuditNotes | None, Completion]:
+        user = (
+            f"{context}\n\nAudit this task before any experiment. State briefly: the structure of the metric "
+            "(ordinal, sparse, imbalanced, noisy), exploitable structure in the problem or data, and the "
+            "largest weakness of the seed program."
+        )
+        _, c = self._call(user, AuditNotes, "audit", 200, seed)
+        return c.parsed, c
+
+    def choose_inspect(self, state: str, ids: list[int], seed: int | None = None) -> tuple[list[int], Completion | None]:
+        if not ids or self.config.inspect == 0:
+            return [], None
+        schema = create_model(
+            "Inspect",
+            __config__=ConfigDict(extra="forbid"),
+            nodes=(list[_ids(ids)], Field(min_length=1, max_length=self.config.inspect)),
+        )
+        user = f"{state}\n\nWhich nodes should be inspected (code diff, curves, output) before proposing?"
+        _, c = self._call(user, schema, "inspect", 40, seed)
+        return (list(dict.fromkeys(c.parsed.nodes)) if c.parsed else []), c
+
+    def attribute(self, report: str, node: int, seed: int | None = None) -> tuple[Attribution | None, Completion]:
+        schema = create_model("Attr", __base__=Attribution, node=(Literal[node], ...))  # type: ignore[valid-type]
+        user = (
+            f"{report}\n\nNode {node} failed or regressed. Was the idea wrong, or its implementation (a bug, "
+            "under-training, a bad setting)? Cite the log line or curve point, and give the fix."
+        )
+        _, c = self._call(user, schema, "attribute", 160, seed)
+        return c.parsed, c
+
+    def propose(self, state: str, parent_ids: list[int], tail: bool, seed: int | None = None) -> Proposal:
+        k = self.config.candidates
+        schema = proposal_schema(parent_ids, k)
+        ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
+        if tail:
+            ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
+        ask += " parent: the node to start from; hypothesis: one concrete change; axis: a 1-3 word label."
+        messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
+        cands: list[dict] = []
+        if c.parsed is not None:
+            raw = [cand.model_dump() for cand in c.parsed.candidates]
+            for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
+                cand["stated_probability"], cand["probability"] = cand["probability"], p
+                cands.append(cand)
+        return Proposal(candidates=cands, messages=messages, completion=c, schema_json=schema.model_json_schema())

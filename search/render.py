@@ -1,0 +1,106 @@
+"""Rendering the search state into the scientist's prompt, within a token budget.
+
+The prompt must stop growing once the tree passes the budget, so every section is a bounded selection
+(best nodes, recent nodes, top axes, latest memory), and sections are added in priority order until the
+budget is spent. The node ids shown are exactly the ids the proposal schema allows as parents. Cost is
+linear in the number of nodes (one pass to pick the best and the recent ones), nothing quadratic.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from search.state import Node, SearchState
+
+
+class RenderConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    budget_tokens: int = Field(900, ge=200)
+    """Upper bound on the rendered state's tokens (the ask and the schema come on top)."""
+    best: int = Field(3, ge=1)
+    """How many of the best nodes are shown."""
+    recent: int = Field(3, ge=0)
+    """How many of the most recent nodes are shown (besides the best)."""
+    axes: int = Field(6, ge=0)
+    """How many axes the map shows (most tried first)."""
+    memory: int = Field(6, ge=0)
+    """How many of the latest memory entries are shown."""
+    statement_chars: int = Field(500, ge=50)
+    """The task statement is cut to this many characters."""
+
+
+def _fmt(x: float | None) -> str:
+    return "invalid" if x is None else f"{x:.5g}"
+
+
+def node_line(n: Node) -> str:
+    what = n.hypothesis[:90] or "seed program"
+    parent = "" if n.parent is None else f" from {n.parent}"
+    tail = f" ({n.reason[:60]})" if n.status == "invalid" and n.reason else ""
+    return f"- node {n.id}{parent}: {what} -> {_fmt(n.raw_score)}{tail}"
+
+
+def axis_map(nodes: list[Node], limit: int) -> list[str]:
+    counts: dict[str, list] = {}
+    for n in nodes:
+        if not n.axis:
+            continue
+        key = n.axis.strip().lower()
+        c = counts.setdefault(key, [0, None, None])
+        c[0] += 1
+        if n.score is not None and (c[1] is None or n.score > c[1]):
+            c[1], c[2] = n.score, n.raw_score
+    top = sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))[:limit]
+    return [f"- {axis}: {c} tried, best {_fmt(raw)}" for axis, (c, _, raw) in top]
+
+
+def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
+    """Best valid nodes, then the most recent valid ones; invalid nodes never become parents."""
+    valid = [n for n in state.nodes.values() if n.status in ("seed", "valid") and n.score is not None]
+    best = heapq.nlargest(cfg.best, valid, key=lambda n: (n.score, -n.id))
+    seen = {n.id for n in best}
+    recent = [n for n in heapq.nlargest(cfg.recent + len(seen), valid, key=lambda n: n.id) if n.id not in seen]
+    return best + recent[: cfg.recent]
+
+
+def render_state(
+    state: SearchState,
+    task_summary: str,
+    cfg: RenderConfig,
+    count_tokens: Callable[[str], int],
+) -> tuple[str, list[int]]:
+    """The state prompt and the node ids it shows (the allowed parents)."""
+    parents = parent_candidates(state, cfg)
+    if not parents:  # seedless task before any draft: the root is the only start
+        parents = [n for n in state.nodes.values() if n.parent is None][:1]
+    recent_all = heapq.nlargest(cfg.recent, state.nodes.values(), key=lambda n: n.id)
+    failed = [n for n in recent_all if n.status == "invalid"]
+    audits = [i.text for i in state.insights.values() if i.kind == "audit" and i.active]
+    memory = [i.text for i in state.insights.values() if i.kind == "memory" and i.active][-cfg.memory :]
+    sections = [
+        ("Task", [task_summary[: cfg.statement_chars]]),
+        ("Nodes you may start from", [node_line(n) for n in parents]),
+        ("Recent failures", [node_line(n) for n in failed]),
+        ("Audit", [f"- {a}" for a in audits[:6]]),
+        ("Memory", [f"- {m}" for m in memory]),
+        ("Axes tried", axis_map(list(state.nodes.values()), cfg.axes)),
+    ]
+    out: list[str] = []
+    used = 0
+    for title, lines in sections:
+        if not lines:
+            continue
+        block = f"## {title}\n" + "\n".join(lines)
+        cost = count_tokens(block)
+        while used + cost > cfg.budget_tokens and len(lines) > 1:
+            lines = lines[:-1]
+            block = f"## {title}\n" + "\n".join(lines)
+            cost = count_tokens(block)
+        if used + cost > cfg.budget_tokens:
+            continue
+        out.append(block)
+        used += cost
+    return "\n\n".join(out), [n.id for n in parents]

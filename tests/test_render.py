@@ -1,0 +1,44 @@
+import random
+
+from search.render import RenderConfig, render_state
+from search.state import Insight, Node, SearchState
+
+
+def _tree(n: int) -> SearchState:
+    rng = random.Random(0)
+    s = SearchState()
+    s.nodes[1] = Node(id=1, status="seed", score=1.0, raw_score=1.0)
+    for i in range(2, n + 1):
+        ok = rng.random() < 0.7
+        score = rng.random() * 3 if ok else None
+        s.nodes[i] = Node(
+            id=i, parent=rng.randint(1, i - 1), depth=1, hypothesis=f"try variant {i} of the layout " * 2,
+            axis=f"axis {i % 37}", status="valid" if ok else "invalid", score=score, raw_score=score,
+            reason="" if ok else "exit status 1: ValueError " * 3,
+        )
+        s.insights[i] = Insight(id=i, text=f"insight number {i} " * 4, node=i)
+    return s
+
+
+def count(text: str) -> int:
+    return len(text) // 4
+
+
+def test_prompt_stops_growing_past_the_budget():
+    cfg = RenderConfig(budget_tokens=600)
+    sizes = {n: count(render_state(_tree(n), "task " * 200, cfg, count)[0]) for n in (10, 200, 2000)}
+    assert sizes[2000] <= 600
+    assert sizes[2000] <= sizes[200] * 1.1
+
+
+def test_shown_parents_are_valid_and_include_the_best():
+    s = _tree(300)
+    _, ids = render_state(s, "task", RenderConfig(), count)
+    assert all(s.nodes[i].status in ("seed", "valid") for i in ids)
+    assert s.best().id in ids
+
+
+def test_seedless_root_is_the_only_parent_before_any_draft():
+    s = SearchState(nodes={1: Node(id=1, status="seed")})
+    _, ids = render_state(s, "task", RenderConfig(), count)
+    assert ids == [1]
