@@ -1,0 +1,21 @@
+"""The backend registry: backend name → class (`transformers`, `vllm`, `openai`), with `module:attr` fallback."""
+
+from tasks.registry import Registry
+
+BACKENDS: Registry[type] = Registry("backend")
+
+_BUILTIN = {
+    "transformers": "policy.transformers_backend",
+    "openai": "policy.openai_backend",
+    "vllm": "policy.vllm_backend",
+}
+
+
+def backend_class(name: str) -> type:
+    """The backend class for `name`, importing a built-in backend's module on first use (so that the
+    vLLM or OpenAI client is only imported by runs that ask for it)."""
+    if name in _BUILTIN and name not in BACKENDS.names():
+        import importlib
+
+        importlib.import_module(_BUILTIN[name])
+    return BACKENDS.get(name)

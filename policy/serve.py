@@ -1,0 +1,337 @@
+"""`arts serve`: any `Backend` behind the OpenAI protocol, with vLLM-style runtime LoRA loading.
+
+Why: the scientist model of a run (the local transformers backend plus its current adapter) can then
+be used by any OpenAI client — another machine's search (`--backend openai`), an evaluation harness,
+curl — and the same client code (`OpenAIBackend`) drives `arts serve` and `vllm serve` alike.
+
+Routes: `GET /v1/models`; `POST /v1/chat/completions` (messages, n, temperature, top_p, max_tokens,
+stop, seed, response_format json_schema; answers carry `usage`); `POST /v1/load_lora_adapter`
+({lora_name, lora_path}, as vLLM's); the request's `model` selects the base model or a loaded adapter.
+Two extensions: `POST /tokenize` ({prompt} → {count}, as vLLM's, without token ids) and
+`POST /v1/arts/logprobs` ({model, messages, completion, schema} → {logprobs}), which `OpenAIBackend`
+uses for exact, grammar-masked log-probabilities.
+
+JSON schemas arrive as plain JSON, while backends take a pydantic model; `schema_model` bridges them.
+A flat object of string/number/integer/boolean/enum fields becomes a real pydantic model
+(`create_model`), so validation is exact. Any other object schema becomes a permissive model whose
+`model_json_schema()` returns the schema verbatim: constrained decoding (xgrammar compiles whatever
+`model_json_schema()` returns) enforces the full schema, while the server itself only checks that the
+answer is a JSON object; the client validates against its own pydantic model anyway.
+
+Deliberately not done: streaming, tools, logprobs on chat answers, unloading adapters, authentication
+(bind to 127.0.0.1, the default, or put a proxy in front), concurrency (one request at a time: a local
+model on a CPU gains nothing from more).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import threading
+import time
+import uuid
+from typing import Any, ClassVar, Literal
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from policy.base import Backend, BackendError, Completion, Message, Sampling
+
+_SIMPLE: dict[str, type] = {"string": str, "number": float, "integer": int, "boolean": bool}
+_PLAIN_KEYS = {"type", "title", "description", "default"}
+
+
+class _RawSchema(BaseModel):
+    """Base of models built from arbitrary JSON schemas: any object validates; the schema is kept."""
+
+    model_config = ConfigDict(extra="allow")
+    source_schema: ClassVar[dict[str, Any]] = {}
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return copy.deepcopy(cls.source_schema)
+
+
+def schema_model(schema: dict[str, Any], name: str = "Answer") -> type[BaseModel]:
+    """A pydantic model for a JSON object schema (see the module docstring for the two cases)."""
+    if schema.get("type", "object") != "object":
+        raise ValueError("arts serve accepts JSON-object schemas only (type: object)")
+    fields = _flat_fields(schema)
+    if fields is not None:
+        try:
+            return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
+        except (TypeError, ValueError, NameError):
+            pass  # e.g. a property name pydantic cannot take as a field: keep the schema verbatim
+    return type(name, (_RawSchema,), {"source_schema": copy.deepcopy(schema), "__module__": __name__})
+
+
+def _flat_fields(schema: dict[str, Any]) -> dict[str, Any] | None:
+    """pydantic field definitions when every property is a plain scalar or a scalar enum, else None."""
+    props = schema.get("properties")
+    if not isinstance(props, dict) or not props:
+        return None
+    required = set(schema.get("required", []))
+    fields: dict[str, Any] = {}
+    for key, prop in props.items():
+        prop = _deref(prop, schema)
+        enum = prop.get("enum")
+        if not key.isidentifier() or key.startswith(("_", "model_")):
+            return None
+        if isinstance(enum, list) and enum and all(isinstance(v, str | int | float | bool) for v in enum):
+            kind: Any = Literal[tuple(enum)]
+        elif prop.get("type") in _SIMPLE and set(prop) <= _PLAIN_KEYS:
+            kind = _SIMPLE[prop["type"]]
+        else:
+            return None
+        fields[key] = (kind, ...) if key in required else (kind | None, prop.get("default"))
+    return fields
+
+
+def _deref(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Resolve a local `#/$defs/X` reference (pydantic writes enums that way)."""
+    ref = prop.get("$ref", "")
+    if ref.startswith("#/$defs/"):
+        return root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), prop)
+    return prop
+
+
+class ChatRequest(BaseModel):
+    """The part of OpenAI's chat-completions request that arts serve honours (others are ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    model: str
+    messages: list[dict[str, Any]]
+    n: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    response_format: dict[str, Any] | None = None
+    stream: bool = False
+
+
+class LoadAdapterRequest(BaseModel):
+    lora_name: str
+    lora_path: str
+    load_inplace: bool = False
+
+
+class LogprobsRequest(BaseModel):
+    model: str
+    messages: list[dict[str, Any]]
+    completion: str | list[int]
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    """The JSON schema that constrained the completion (its grammar mask is applied), or None."""
+
+
+class TokenizeRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    prompt: str
+
+
+class ApiError(Exception):
+    """An error answered in OpenAI's shape: {"error": {"message", "type", "code"}}."""
+
+    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
+        super().__init__(message)
+        self.status, self.message, self.kind = status, message, kind
+
+
+def text_of(content: Any) -> str:
+    """Message content as text: a string, or the text parts of an OpenAI content list."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content or [] if isinstance(p, dict))
+
+
+def to_messages(raw: list[dict[str, Any]]) -> list[Message]:
+    return [{"role": str(m.get("role", "user")), "content": text_of(m.get("content"))} for m in raw]
+
+
+def request_schema(fmt: dict[str, Any] | None) -> type[BaseModel] | None:
+    if not fmt or fmt.get("type") == "text":
+        return None
+    if fmt.get("type") != "json_schema" or "schema" not in fmt.get("json_schema", {}):
+        raise ApiError(400, "response_format: only {'type': 'json_schema', 'json_schema': {'schema': ...}}")
+    spec = fmt["json_schema"]
+    try:
+        return schema_model(spec["schema"], str(spec.get("name") or "Answer"))
+    except ValueError as e:
+        raise ApiError(400, f"response_format: {e}") from None
+
+
+def chat_response(model: str, comps: list[Completion]) -> dict[str, Any]:
+    prompt = comps[0].prompt_tokens if comps else 0
+    completion = sum(c.completion_tokens for c in comps)
+    choices = [
+        {
+            "index": i,
+            "message": {"role": "assistant", "content": c.text},
+            "finish_reason": c.finish_reason or "stop",
+        }
+        for i, c in enumerate(comps)
+    ]
+    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    usage["prompt_tokens_details"] = {"cached_tokens": 0}
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": choices,
+        "usage": usage,
+    }
+
+
+def build_app(
+    backend: Backend, served_name: str | None = None, adapters: dict[str, str] | None = None
+) -> FastAPI:
+    """The FastAPI app serving `backend` as `served_name` (default: its model_id), with `adapters`
+    ({name: folder}) loaded first."""
+    app = FastAPI(title="arts serve")
+    base = served_name or backend.model_id
+    adapters = dict(adapters or {})
+    for name, path in adapters.items():
+        load_adapter(backend, name, path)
+    lock = threading.Lock()  # backends are not thread-safe; requests run in a thread pool
+
+    def adapter_for(model: str) -> str | None:
+        if model == base:
+            return None
+        if model in adapters:
+            return model
+        raise ApiError(
+            404, f"model {model!r} is not served; known: {', '.join([base, *adapters])}", "NotFoundError"
+        )
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, e: ApiError) -> JSONResponse:
+        return JSONResponse({"error": {"message": e.message, "type": e.kind, "code": e.status}}, e.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
+        return JSONResponse(
+            {"error": {"message": str(e.errors()), "type": "invalid_request_error", "code": 400}}, 400
+        )
+
+    @app.get("/v1/models")
+    def models() -> dict[str, Any]:
+        data = [{"id": base, "object": "model", "owned_by": "arts", "root": backend.model_id, "parent": None}]
+        data += [
+            {"id": k, "object": "model", "owned_by": "arts", "root": p, "parent": base}
+            for k, p in adapters.items()
+        ]
+        return {"object": "list", "data": data}
+
+    @app.post("/v1/chat/completions")
+    def chat(req: ChatRequest) -> dict[str, Any]:
+        if req.stream:
+            raise ApiError(400, "arts serve does not stream; send stream=false")
+        adapter, schema = adapter_for(req.model), request_schema(req.response_format)
+        stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
+        max_tokens = req.max_completion_tokens or req.max_tokens or Sampling().max_tokens
+        try:
+            sampling = Sampling(
+                temperature=req.temperature, top_p=req.top_p, max_tokens=max_tokens, stop=stop, seed=req.seed
+            )
+        except ValidationError as e:
+            raise ApiError(400, str(e)) from None
+        if not 1 <= req.n <= 64:
+            raise ApiError(400, "n must be between 1 and 64")
+        with lock:
+            try:
+                out = backend.generate(
+                    to_messages(req.messages), n=req.n, sampling=sampling, schema=schema, adapter=adapter
+                )
+            except (ValueError, BackendError) as e:  # e.g. the prompt does not fit the context
+                raise ApiError(400, str(e)) from None
+        return chat_response(req.model, out[0])
+
+    @app.post("/v1/load_lora_adapter")
+    def load_lora_adapter(req: LoadAdapterRequest) -> PlainTextResponse:
+        if req.lora_name == base:
+            raise ApiError(400, f"the adapter name {req.lora_name!r} is the base model's name")
+        if req.lora_name in adapters and not req.load_inplace:
+            raise ApiError(400, f"adapter {req.lora_name!r} is loaded; send load_inplace=true to replace it")
+        with lock:
+            try:
+                load_adapter(backend, req.lora_name, req.lora_path)
+            except (BackendError, OSError, ValueError) as e:
+                raise ApiError(
+                    400, f"cannot load adapter {req.lora_name!r} from {req.lora_path}: {e}"
+                ) from None
+        adapters[req.lora_name] = req.lora_path
+        return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' added successfully.")
+
+    @app.post("/tokenize")
+    def tokenize(req: TokenizeRequest) -> dict[str, int]:
+        return {"count": backend.count_tokens(req.prompt)}
+
+    @app.post("/v1/arts/logprobs")
+    def logprobs(req: LogprobsRequest) -> dict[str, list[float]]:
+        adapter = adapter_for(req.model)
+        try:
+            schema = schema_model(req.schema_) if req.schema_ else None
+        except ValueError as e:
+            raise ApiError(400, f"schema: {e}") from None
+        with lock:
+            try:
+                values = backend.logprobs(
+                    to_messages(req.messages), req.completion, schema=schema, adapter=adapter
+                )
+            except NotImplementedError as e:
+                raise ApiError(501, str(e), "not_implemented") from None
+            except (ValueError, BackendError) as e:
+                raise ApiError(400, str(e)) from None
+        return {"logprobs": [float(v) for v in values]}
+
+    return app
+
+
+def load_adapter(backend: Backend, name: str, path: str) -> None:
+    """Load a LoRA adapter into a backend that can (the contract leaves loading to each backend)."""
+    load = getattr(backend, "load_adapter", None)
+    if load is None:
+        raise BackendError(f"the {backend.name} backend cannot load LoRA adapters")
+    load(name, path)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="arts serve", description="Serve a model through the OpenAI protocol.")
+    p.add_argument("--model", default=None, help="model folder, .gguf file or HF id (default: embedded)")
+    p.add_argument(
+        "--backend", default="transformers", help="backend running the model (default: transformers)"
+    )
+    p.add_argument(
+        "--adapter", default=None, help="LoRA adapter folder to load, e.g. runs/<id>/adapters/<k>/"
+    )
+    p.add_argument("--adapter-name", default="adapter", help="the model name that selects --adapter")
+    p.add_argument("--served-model-name", default=None, help="the base model's name in requests")
+    p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
+    p.add_argument("--port", type=int, default=8000)
+    return p.parse_args(argv)
+
+
+def app_from_args(args: argparse.Namespace) -> FastAPI:
+    """The backend named by `--backend` on `--model`, with `--adapter` loaded, as an app."""
+    import policy.openai_backend  # noqa: F401  (importing a backend module registers it)
+    import policy.transformers_backend  # noqa: F401
+    import policy.vllm_backend  # noqa: F401
+    from policy.registry import BACKENDS
+
+    cls = BACKENDS.get(args.backend)
+    backend = cls(args.model) if args.model else cls()
+    adapters = {args.adapter_name: args.adapter} if args.adapter else None
+    return build_app(backend, args.served_model_name, adapters)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`arts serve`: build the backend, load `--adapter` if given, serve until interrupted."""
+    import uvicorn
+
+    args = parse_args(argv)
+    uvicorn.run(app_from_args(args), host=args.host, port=args.port, log_level="info")

@@ -1,0 +1,139 @@
+"""The vLLM backend against vLLM's own classes.
+
+Skipped where vllm is not importable (arts' default environment); `scripts/check_vllm_backend.sh` runs
+it in a separate CPU environment that has vllm's parameter classes. The objects are built through the
+backend's own code path (`sampling_params`, `lora_request`, `load_adapter`, `to_completions`,
+`completion_logprobs`), not by hand. The `gpu` test drives a real `vllm.LLM` and skips without CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel
+
+vllm = pytest.importorskip("vllm")
+
+from vllm import SamplingParams  # noqa: E402
+from vllm.engine.arg_utils import EngineArgs  # noqa: E402
+from vllm.logprobs import Logprob  # noqa: E402
+from vllm.lora.request import LoRARequest  # noqa: E402
+from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
+from vllm.sampling_params import SamplingType, StructuredOutputsParams  # noqa: E402
+
+from policy.base import BackendError, Sampling  # noqa: E402
+from policy.vllm_backend import (  # noqa: E402
+    VLLMBackend,
+    completion_logprobs,
+    engine_args,
+    logprob_params,
+    lora_request,
+    sampling_params,
+    to_completions,
+)
+
+
+class Verdict(BaseModel):
+    label: Literal["support", "oppose"]
+    confidence: float
+
+
+def adapter_folder(root: Path, name: str) -> Path:
+    folder = root / name
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"r": 8, "peft_type": "LORA"}))
+    return folder
+
+
+def test_engine_args_are_vllm_engine_args(tmp_path):
+    kwargs = engine_args(str(tmp_path), seed=3, max_lora_rank=16, max_loras=4, gpu_memory_utilization=0.5)
+    args = EngineArgs(**kwargs)
+    assert args.enable_lora and args.enable_prefix_caching
+    assert (args.max_lora_rank, args.max_loras, args.seed, args.gpu_memory_utilization) == (16, 4, 3, 0.5)
+
+
+def test_sampling_params_carry_every_setting():
+    s = Sampling(temperature=0.7, top_p=0.9, max_tokens=33, stop=["\n\n", "END"], seed=5)
+    p = sampling_params(s, 4, Verdict)
+    assert isinstance(p, SamplingParams)
+    assert (p.n, p.temperature, p.top_p, p.max_tokens, p.seed) == (4, 0.7, 0.9, 33, 5)
+    assert p.stop == ["\n\n", "END"]
+    assert isinstance(p.structured_outputs, StructuredOutputsParams)
+    assert p.structured_outputs.json == Verdict.model_json_schema()
+    assert p.sampling_type == SamplingType.RANDOM_SEED
+
+
+def test_sampling_params_greedy_and_unconstrained():
+    p = sampling_params(Sampling(temperature=0.0, stop=[]), 1, None)
+    assert p.structured_outputs is None
+    assert p.sampling_type == SamplingType.GREEDY
+    assert p.stop == [] and p.seed is None
+
+
+def test_lora_request_is_unique_per_id(tmp_path):
+    folder = adapter_folder(tmp_path, "3")
+    req = lora_request("scientist", 7, folder)
+    assert isinstance(req, LoRARequest)
+    assert (req.lora_name, req.lora_int_id, req.lora_path) == ("scientist@7", 7, str(folder.resolve()))
+    assert req != lora_request("scientist", 8, folder)  # vLLM compares requests by name
+    with pytest.raises(ValueError):
+        lora_request("scientist", 0, folder)  # vLLM's ids start at 1
+
+
+def test_load_adapter_gives_each_new_folder_a_new_id(tmp_path):
+    backend = VLLMBackend.__new__(VLLMBackend)  # no engine: only the adapter bookkeeping runs
+    backend._adapters, backend._next_id = {}, 1
+    backend.load_adapter("scientist", adapter_folder(tmp_path, "1"))
+    first = backend._lora("scientist")
+    backend.load_adapter("scientist", tmp_path / "1")  # the same folder again: nothing changes
+    assert backend._lora("scientist") is first
+    backend.load_adapter("scientist", adapter_folder(tmp_path, "2"))
+    second = backend._lora("scientist")
+    assert isinstance(second, LoRARequest)
+    assert (first.lora_int_id, second.lora_int_id) == (1, 2)
+    assert second.lora_path.endswith("/2") and second.lora_name != first.lora_name
+    assert backend._lora(None) is None
+    with pytest.raises(BackendError, match="not loaded"):
+        backend._lora("other")
+    with pytest.raises(BackendError, match="adapter_config.json"):
+        backend.load_adapter("scientist", tmp_path)
+
+
+def test_prompt_logprobs_are_read_for_the_completion_tokens():
+    p = logprob_params()
+    assert isinstance(p, SamplingParams) and p.prompt_logprobs == 0 and p.max_tokens == 1
+    rows = [None, {11: Logprob(-0.5)}, {12: Logprob(-1.5), 99: Logprob(-0.1)}, {13: Logprob(-2.0)}]
+    assert completion_logprobs(rows, 2, [12, 13]) == [-1.5, -2.0]
+
+
+def test_to_completions_reads_a_request_output():
+    outs = [
+        CompletionOutput(index=0, text='{"label": "support", "confidence": 0.9}', token_ids=[5, 6, 7],
+                         cumulative_logprob=None, logprobs=None, finish_reason="stop"),
+        CompletionOutput(index=1, text='{"label": "maybe"', token_ids=[5, 8],
+                         cumulative_logprob=None, logprobs=None, finish_reason="length"),
+    ]  # fmt: skip
+    req = RequestOutput("r0", "prompt", [1, 2, 3, 4], None, outs, finished=True, num_cached_tokens=2)
+    good, bad = to_completions(req, Verdict, wall_s=0.25)
+    assert good.ok and good.parsed == Verdict(label="support", confidence=0.9)
+    assert (good.prompt_tokens, good.completion_tokens, good.token_ids) == (4, 3, [5, 6, 7])
+    assert good.constrained and good.finish_reason == "stop" and good.wall_s == 0.25
+    assert not bad.ok and bad.parsed is None and bad.finish_reason == "length"
+
+
+@pytest.mark.gpu
+def test_real_engine_samples_structured_answers_and_scores_them():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    seen = []
+    backend = VLLMBackend(usage_sink=seen.append, max_model_len=2048)
+    prompt = "Does a bigger learning rate help here? Answer with a label and a confidence."
+    [answers] = backend.generate(prompt, n=3, sampling=Sampling(max_tokens=64, seed=1), schema=Verdict)
+    assert len(answers) == 3 and all(a.ok for a in answers), [a.error for a in answers]
+    assert seen[0].prompt_tokens > 0 and seen[0].completion_tokens > 0
+    lp = backend.logprobs(prompt, answers[0].token_ids)
+    assert len(lp) == len(answers[0].token_ids) and all(v <= 0.0 for v in lp)
