@@ -62,7 +62,9 @@ def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
     valid = [n for n in state.nodes.values() if n.status in ("seed", "valid") and n.score is not None]
     best = heapq.nlargest(cfg.best, valid, key=lambda n: (n.score, -n.id))
     seen = {n.id for n in best}
-    recent = [n for n in heapq.nlargest(cfg.recent + len(seen), valid, key=lambda n: n.id) if n.id not in seen]
+    recent = [
+        n for n in heapq.nlargest(cfg.recent + len(seen), valid, key=lambda n: n.id) if n.id not in seen
+    ]
     return best + recent[: cfg.recent]
 
 

@@ -1,0 +1,198 @@
+"""Harness tests of the round loop with a rule-following backend (it tests the loop, not any model),
+on a user task directory written from DESIGN.md's contract."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from policy.base import Completion
+from search.config import SearchConfig
+from search.run import build_search, resume_run, start_run
+from search.store import Store
+
+EVALUATE = """
+import json, subprocess, sys
+out = subprocess.run([sys.executable, "-c", "import solution; print(solution.value())"],
+                     capture_output=True, text=True, timeout=20)
+try:
+    x = float(out.stdout.strip().splitlines()[-1])
+    res = {"score": -(x - 3.0) ** 2, "valid": True, "metrics": {"x": x}, "message": "ok"}
+except Exception as e:
+    res = {"score": None, "valid": False, "metrics": {}, "message": f"bad output: {e}"}
+json.dump(res, open("result.json", "w"))
+"""
+
+
+def make_task(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "task.toml").write_text(
+        'name = "toy-quadratic"\nstatement = "statement.md"\nkind = "optimize"\neditable = ["solution.py"]\n'
+        'material = ["evaluate.py"]\n\n[metric]\nname = "neg_sq_err"\ndirection = "maximize"\n\n'
+        '[evaluate]\ncommand = ["python", "evaluate.py"]\ntimeout_s = 20\nmemory_mb = 1024\n'
+    )
+    (root / "statement.md").write_text("Choose X so that value() is as close to 3 as possible.\n")
+    (root / "solution.py").write_text("X = 1.0\n\n\ndef value():\n    return X\n")
+    (root / "evaluate.py").write_text(EVALUATE)
+    return root
+
+
+class RuleBackend:
+    """Answers every call with a schema-valid object built by simple rules (harness tests only)."""
+
+    name = "rules"
+    model_id = "rules"
+
+    def __init__(self, seed: int = 0, delay: float = 0.0):
+        self.rng = random.Random(seed)
+        self.delay = delay
+        self.purposes: list[str] = []
+
+    def answer(self, schema, purpose: str) -> dict:
+        if purpose == "audit":
+            return {
+                "metric": "squared error, smooth",
+                "structure": "one constant",
+                "weakness": "X is far from 3",
+            }
+        if purpose == "inspect":
+            return {"nodes": [self._ids(schema.model_fields["nodes"].annotation.__args__[0])[0]]}
+        if purpose == "attribute":
+            node = self._ids(schema.model_fields["node"].annotation)[0]
+            return {"node": node, "verdict": "implementation", "evidence": "exit 1", "fix": "use a number"}
+        if purpose == "propose":
+            cand = schema.model_fields["candidates"].annotation.__args__[0]
+            parents = self._ids(cand.model_fields["parent"].annotation)
+            k = schema.model_fields["candidates"].metadata[0].min_length
+            return {
+                "candidates": [
+                    {
+                        "parent": self.rng.choice(parents),
+                        "hypothesis": f"move X towards three, step {i}",
+                        "axis": "x value",
+                        "probability": 1.0 / (i + 1),
+                        "rationale": "closer is better",
+                    }
+                    for i in range(k)
+                ]
+            }
+        action = {"name": "X", "op": "set_constant", "value": round(self.rng.uniform(0, 5), 3)}
+        return {"action": action} if "action" in schema.model_fields else action
+
+    @staticmethod
+    def _ids(annotation) -> list[int]:
+        return list(annotation.__args__)
+
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        time.sleep(self.delay)
+        self.purposes.append(purpose)
+        text = json.dumps(self.answer(schema, purpose))
+        return [
+            [
+                Completion(
+                    text=text, parsed=schema.model_validate_json(text), prompt_tokens=50, completion_tokens=10
+                )
+                for _ in range(n)
+            ]
+        ]
+
+    def logprobs(self, prompt, completion, schema=None, adapter=None):
+        raise NotImplementedError
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4
+
+
+def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with Store.open(run_dir) as store:
+        return build_search(cfg, store, log=lambda line: None).run()
+
+
+@pytest.fixture
+def rules(monkeypatch) -> RuleBackend:
+    """The backend every model slot gets in these harness tests (no real model is loaded)."""
+    backend = RuleBackend()
+    monkeypatch.setattr("search.run.make_backend", lambda mc, sink, seed: backend)
+    return backend
+
+
+def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
+    task = make_task(tmp_path / "task")
+    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 6})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    backend = rules
+    assert summary["stopped_because"].startswith("evaluation budget spent")
+    assert summary["baseline"] == pytest.approx(-4.0)
+    assert summary["valid_nodes"] >= 1 and summary["best"]["score"] > -4.0
+    assert backend.purposes[:2] == ["audit", "audit"] and "propose" in backend.purposes
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    assert len([i for i in state.insights.values() if i.kind == "audit"]) == 6
+    assert any(i.kind == "memory" for i in state.insights.values())
+    r = next(iter(state.rollouts.values()))
+    assert abs(sum(c["probability"] for c in r.candidates) - 1.0) < 1e-9 and r.action.startswith('{"parent"')
+    assert all(n.transcript for n in state.nodes.values() if n.parent is not None)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["task"] == "toy-quadratic"
+    assert (tmp_path / "run" / "best" / "solution.py").is_file()
+
+
+@pytest.mark.parametrize("method", ["greedy", "random", "mutate"])
+def test_baseline_methods_run_in_the_same_loop(tmp_path, rules, method):
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), method=method, group=2, budget={"evals": 4})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    assert summary["method"] == method and summary["nodes"] >= 2
+
+
+def test_config_is_written_and_a_finished_run_refuses_a_restart(tmp_path, rules):
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), method="mutate", budget={"evals": 2})
+    start_run(cfg, tmp_path / "run", log=lambda line: None)
+    assert 'method = "mutate"' in (tmp_path / "run" / "config.toml").read_text()
+    with pytest.raises(ValueError, match="--resume"):
+        start_run(cfg, tmp_path / "run", log=lambda line: None)
+
+
+def test_resume_after_sigkill_keeps_finished_nodes(tmp_path, monkeypatch):
+    task = make_task(tmp_path / "task")
+    run_dir = tmp_path / "run"
+    code = (
+        f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
+        "from tests.test_search import RuleBackend\n"
+        "import search.run as r\n"
+        "r.make_backend = lambda mc, sink, seed: RuleBackend(seed, delay=0.3)\n"
+        "from search.config import SearchConfig\n"
+        f"r.start_run(SearchConfig(task={str(task)!r}, group=2, budget={{'evals': 50}}), __import__('pathlib').Path({str(run_dir)!r}))\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    lines = []
+    for line in proc.stdout:
+        lines.append(line)
+        if sum(ln.startswith("round") for ln in lines) >= 3:
+            break
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with Store.open(run_dir, create=False) as store:
+        before = {
+            n.id: n for n in store.load_state().nodes.values() if n.status in ("valid", "invalid", "seed")
+        }
+    assert len(before) >= 3
+    cfg_text = (run_dir / "config.toml").read_text().replace("evals = 50", "evals = 8")
+    (run_dir / "config.toml").write_text(cfg_text)
+    monkeypatch.setattr("search.run.make_backend", lambda mc, sink, seed: RuleBackend(seed))
+    summary = resume_run(run_dir, log=lambda line: None)
+    with Store.open(run_dir, create=False) as store:
+        after = store.load_state().nodes
+    for nid, node in before.items():
+        assert after[nid].files == node.files and after[nid].score == node.score
+    assert not any(n.status == "pending" for n in after.values())
+    assert summary["evals"] >= 8
