@@ -12,7 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from policy.base import BackendError
 from search.config import load_config, parse_value
+from search.store import StoreError
 from tasks.base import TaskError, builtin_names, load_task, resolve_task
 
 
@@ -178,6 +180,16 @@ def cmd_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from search.report import write_report
+    from search.store import Store
+
+    run_dir = Path(args.run_dir)
+    with Store.open(run_dir, create=False) as store:
+        print(write_report(run_dir, store.load_state()))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="arts", description="Automated discovery with a test-time-trained scientist."
@@ -243,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     sys.stdout.reconfigure(line_buffering=True)  # progress lines appear as they happen, also through a pipe
     try:
         return args.fn(args)
-    except (TaskError, ValueError, KeyError) as e:
+    except (TaskError, ValueError, KeyError, StoreError, BackendError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -20,6 +20,7 @@ from policy.executor import Executor
 from policy.scientist import Scientist
 from search.config import SearchConfig
 from search.inspect import memory_entry
+from search.report import write_report
 from search.state import Insight, Node, Rollout
 from search.store import Store
 from tasks.base import EvalResult, Task
@@ -54,6 +55,8 @@ class Search:
                 self.tokens["completion"] += e.payload.get("completion_tokens", 0)
         self.evals = sum(1 for e in self.state.events.values() if e.kind == "eval")
         self.timing = {"scientist_s": 0.0, "executor_s": 0.0, "eval_s": 0.0}
+        self.ttt = None
+        """Test-time training hook (training.ttt): sees each rollout and each finished round."""
 
     # -- bookkeeping -------------------------------------------------------------------------------------
     def on_usage(self, usage: Usage) -> None:
@@ -193,6 +196,8 @@ class Search:
             self.state.meta["round"] = self.round + 1
             self.store.log_event("round_start", round=self.round)
             method(self)
+            if self.ttt is not None:
+                self.ttt.after_round(self)
             self.store.set_meta("wall_s", time.time() - self.t0)
             reason = self.stop_reason()
         return self.finish(reason)
@@ -271,6 +276,9 @@ class Search:
         }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         self.store.log_event("finish", **summary)
+        self.state.events = {e.id: e for e in self.store.events()}
+        write_report(run_dir, self.state)
+        self.log(f"report: {run_dir / 'report.html'}")
         return summary
 
 

@@ -103,6 +103,8 @@ def run_group(s: Search, cands: list[dict], prop, picks: list[tuple[int, float, 
                 json_schema=prop.json_schema,
             )
         )
+        if s.ttt is not None:
+            rollout = s.ttt.on_rollout(s, rollout)
         s.expand(s.state.nodes[int(c["parent"])], c["hypothesis"], c["axis"], rollout)
 
 
