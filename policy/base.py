@@ -82,6 +82,10 @@ class Completion(BaseModel):
     """With a schema: why the text did not validate (typed failure); None on success."""
     constrained: bool = False
     """Whether decoding was grammar-constrained (then `logprobs(..., schema=)` replays the same mask)."""
+    logprobs: list[float] = []
+    """Log-probability of each of `token_ids` when it was sampled, under the temperature-1 distribution
+    after the grammar mask (temperature and top-p not applied): what `logprobs()` recomputes and GRPO
+    needs. Empty where a backend cannot report them."""
 
     @property
     def ok(self) -> bool:

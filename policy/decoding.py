@@ -1,0 +1,209 @@
+"""The decoding loop and the log-prob forward that training shares with it.
+
+`sample_group` draws N completions of ONE prompt from ONE prefill: the prompt runs once, the N first
+tokens are drawn from its last logits, its KV cache is then copied along the batch axis (only for the
+rows still going), and the N sequences decode together with our own sampler (temperature, top-p, stop
+tokens and strings, a seeded generator; greedy at temperature 0). Rows that finish are dropped from the
+batch and the cache, so the others do not pay for them. With a grammar, each row's matcher masks its
+logits before sampling. This beat `num_return_sequences` and separate calls on CPU
+(scripts/bench_backends.py).
+
+Every sampled token's log-probability is recorded under the temperature-1 distribution AFTER the grammar
+mask (before temperature and top-p): that is the policy GRPO optimises, and what `completion_logprobs`
+recomputes with gradients. `completion_logprobs` shares one prompt forward's KV cache across the N
+completions too; gradients flow through the shared prompt keys and values.
+
+Deliberately not done: batching different prompts together (that needs padding and position handling;
+on CPU it gains little, and vLLM is the fast path on GPUs), speculative decoding, repetition penalties.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import xgrammar as xgr
+from transformers import DynamicCache
+
+from policy.base import Sampling
+from policy.structured import fill_and_apply, unpack_bitmask
+
+
+@dataclass
+class Sample:
+    """One decoded sequence: its tokens, their recorded log-probs, and why it ended."""
+
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    finish_reason: str = "length"
+    """'stop' (stop token, stop string, or the grammar completed), 'length' or 'error'."""
+    error: str | None = None
+
+
+def hf_model(model: Any) -> Any:
+    """The transformers model under a peft wrapper (LoRA layers are injected in place, so calling it
+    directly runs the active adapter)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+@functools.cache
+def _forward_keywords(model_class: type) -> tuple[str, bool]:
+    # transformers 5 renamed `past_key_values` to `cache`; both take the same Cache object.
+    params = inspect.signature(model_class.forward).parameters
+    return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
+
+
+def _forward(
+    model: Any, input_ids: torch.Tensor, cache: DynamicCache, logits_to_keep: int = 0
+) -> torch.Tensor:
+    """Logits of `input_ids` after what `cache` holds; the cache grows in place."""
+    cache_key, has_keep = _forward_keywords(type(model))
+    kwargs: dict[str, Any] = {cache_key: cache, "use_cache": True}
+    if has_keep:
+        kwargs["logits_to_keep"] = logits_to_keep
+    return model(input_ids=input_ids, **kwargs).logits
+
+
+def choose_tokens(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> torch.Tensor:
+    """One token per row: argmax at temperature 0, else a draw from softmax(logits / T) cut to top-p."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = probs.sort(dim=-1, descending=True)
+        outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # the most likely token always stays
+        probs = torch.zeros_like(probs).scatter(-1, order, sorted_probs.masked_fill(outside, 0.0))
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+def _finish(
+    sample: Sample,
+    token: int,
+    matcher: xgr.GrammarMatcher | None,
+    stop_ids: set[int],
+    stop_hit: Callable[[list[int]], bool] | None,
+) -> bool:
+    """Whether `sample` ended with `token` (its finish_reason set when it did)."""
+    if matcher is not None:
+        if not matcher.accept_token(token):
+            sample.finish_reason, sample.error = "error", f"grammar rejected token {token}"
+            return True
+        done = matcher.is_terminated()
+    else:
+        done = token in stop_ids or (stop_hit is not None and stop_hit(sample.token_ids))
+    if done:
+        sample.finish_reason = "stop"
+    return done
+
+
+def _record(
+    samples: list[Sample],
+    active: list[int],
+    tokens: list[int],
+    logprobs: list[float],
+    matchers: list[xgr.GrammarMatcher] | None,
+    stop_ids: set[int],
+    stop_hit: Callable[[list[int]], bool] | None,
+) -> list[int]:
+    """Append each active row's token and log-prob; the batch rows that go on decoding."""
+    keep = []
+    for row, (i, token, logprob) in enumerate(zip(active, tokens, logprobs, strict=True)):
+        samples[i].token_ids.append(token)
+        samples[i].logprobs.append(logprob)
+        matcher = matchers[i] if matchers is not None else None
+        if not _finish(samples[i], token, matcher, stop_ids, stop_hit):
+            keep.append(row)
+    return keep
+
+
+@torch.inference_mode()
+def sample_group(
+    model: Any,
+    prompt_ids: list[int],
+    n: int,
+    sampling: Sampling,
+    *,
+    stop_ids: set[int],
+    generator: torch.Generator | None = None,
+    matchers: list[xgr.GrammarMatcher] | None = None,
+    bitmask: torch.Tensor | None = None,
+    stop_hit: Callable[[list[int]], bool] | None = None,
+) -> list[Sample]:
+    """N completions of one prompt from a shared prefill (see the module docstring).
+
+    With `matchers` (one per row, plus a bitmask of at least n rows) decoding is grammar-constrained
+    and ends when the grammar terminates; `stop_hit(token_ids)` reports a stop string in a row's text.
+    """
+    model = hf_model(model)
+    device = next(model.parameters()).device
+    cache = DynamicCache(config=model.config)
+    prompt = torch.tensor([prompt_ids], device=device)
+    logits = _forward(model, prompt, cache, logits_to_keep=1)[:, -1].float().expand(n, -1).clone()
+    samples = [Sample() for _ in range(n)]
+    active = list(range(n))  # row r of the batch is sample active[r]
+    expanded = False  # the prompt's cache is copied only for the rows that outlive their first token
+    for step in range(sampling.max_tokens):
+        if matchers is not None and bitmask is not None:
+            fill_and_apply(logits, [matchers[i] for i in active], bitmask)
+        chosen = choose_tokens(logits, sampling.temperature, sampling.top_p, generator)
+        logprobs = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
+        keep = _record(samples, active, chosen.tolist(), logprobs.tolist(), matchers, stop_ids, stop_hit)
+        if not keep or step == sampling.max_tokens - 1:
+            break
+        if len(keep) < len(active):
+            rows = torch.tensor(keep, device=device)
+            chosen = chosen[rows]
+            active = [active[r] for r in keep]
+            if expanded:
+                cache.batch_select_indices(rows)
+        if not expanded and len(active) > 1:
+            cache.batch_repeat_interleave(len(active))
+        expanded = True
+        logits = _forward(model, chosen[:, None], cache, logits_to_keep=1)[:, -1].float()
+    return samples
+
+
+def completion_logprobs(
+    model: Any,
+    prompt_ids: torch.Tensor,
+    completion_ids: torch.Tensor,
+    completion_mask: torch.Tensor | None = None,
+    allowed: torch.Tensor | None = None,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
+
+    prompt_ids: (P,). completion_ids: (N, L). completion_mask: (N, L) bool, False on padding (those
+    entries come back as 0). allowed: packed grammar masks (N, L, ceil(V/32)) from
+    `GrammarCache.replay_bitmasks`, applied before the softmax exactly as sampling applied them.
+    The prompt runs once and its KV cache is shared by the N completions. Call it under
+    `torch.no_grad()` when no gradient is wanted. A token outside its mask gets -inf (and would give
+    NaN gradients): leave such completions out of a training batch.
+    """
+    hf = hf_model(model)
+    device = next(hf.parameters()).device
+    n, length = completion_ids.shape
+    completion_ids = completion_ids.to(device)
+    cache = DynamicCache(config=hf.config)
+    logits = _forward(hf, prompt_ids.to(device)[None], cache, logits_to_keep=1)[:, -1:].expand(n, 1, -1)
+    if length > 1:
+        cache.batch_repeat_interleave(n)
+        logits = torch.cat([logits, _forward(hf, completion_ids[:, :-1], cache)], dim=1)
+    logits = logits.float()
+    if temperature != 1.0:
+        logits = logits / temperature
+    if allowed is not None:
+        ok = unpack_bitmask(allowed.to(device), logits.shape[-1])
+        if completion_mask is not None:
+            ok = ok | ~completion_mask.to(device)[..., None]
+        logits = logits.masked_fill(~ok, float("-inf"))
+    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[..., None]).squeeze(-1)
+    if completion_mask is not None:
+        logprobs = logprobs.masked_fill(~completion_mask.to(device), 0.0)
+    return logprobs

@@ -1,0 +1,182 @@
+"""Benchmark the transformers backend against bare `model.generate` on the same model and prompt.
+
+Three comparisons, one run each (a benchmark of a shared laptop, not a statistics exercise):
+  1. one greedy completion: the backend's own loop vs `model.generate` (tokens/s and their ratio);
+  2. N samples of one long prompt: shared prefill (the backend) vs `num_return_sequences=N` vs N
+     separate backend calls;
+  3. grammar-constrained vs unconstrained sampling, with the time spent filling and applying the
+     grammar masks measured per generated token.
+
+Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
+       [--max-tokens 60] [--threads 1] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any, Literal
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+from pydantic import BaseModel, Field  # noqa: E402
+
+from policy import decoding  # noqa: E402
+from policy.base import Sampling  # noqa: E402
+from policy.transformers_backend import TransformersBackend  # noqa: E402
+
+PARAGRAPH = (
+    "Node 3 packs 26 circles in the unit square with a sum of radii of 1.20 after replacing the greedy "
+    "placement by a jittered hexagonal lattice; node 7 reached 1.11 with simulated annealing over the "
+    "centres, and the seed program scores 0.96. The evaluator rejects overlapping circles. "
+)
+
+
+class Proposal(BaseModel):
+    parent: Literal[0, 3, 7]
+    hypothesis: str = Field(max_length=120)
+    axis: str = Field(max_length=30)
+    probability: float = Field(ge=0.0, le=1.0)
+
+
+def long_prompt(backend: TransformersBackend, target: int) -> str:
+    """A realistic search-state prompt of about `target` tokens after chat templating."""
+    text = "Propose the next experiment. State:\n"
+    while len(backend.encode_prompt(text + PARAGRAPH)) <= target:
+        text += PARAGRAPH
+    for word in PARAGRAPH.split():
+        if len(backend.encode_prompt(f"{text}{word} ")) > target:
+            break
+        text += f"{word} "
+    return text
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def bare_generate(backend: TransformersBackend, prompt: str, n: int, max_tokens: int, sample: bool) -> int:
+    """`model.generate` on the same weights and prompt; returns the number of generated tokens."""
+    ids = torch.tensor([backend.encode_prompt(prompt)], device=backend.device)
+    kwargs = {"do_sample": True, "temperature": 1.0, "top_p": 1.0} if sample else {"do_sample": False}
+    with torch.inference_mode():
+        out = backend.model.generate(
+            ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens, num_return_sequences=n,
+            pad_token_id=backend.tokenizer.eos_token_id, top_k=None, **kwargs,
+        )  # fmt: skip
+    new = out[:, ids.shape[1] :]
+    return int(sum(_length(row.tolist(), backend.stop_ids) for row in new))
+
+
+def _length(row: list[int], stop_ids: set[int]) -> int:
+    for i, token in enumerate(row):
+        if token in stop_ids:
+            return i + 1
+    return len(row)
+
+
+def tokens_of(groups: list[list[Any]]) -> int:
+    return sum(c.completion_tokens for group in groups for c in group)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    backend = TransformersBackend(args.model)
+    prompt = long_prompt(backend, args.prompt_tokens)
+    n, max_tokens = args.n, args.max_tokens
+    res: dict[str, Any] = {
+        "prompt_tokens": len(backend.encode_prompt(prompt)),
+        "threads": torch.get_num_threads(),
+    }
+    backend.generate("warm up", sampling=Sampling(max_tokens=2))
+    res["prefill_s"] = timed(lambda: backend.generate(prompt, sampling=Sampling(max_tokens=1)))[1]
+
+    greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
+    own, own_s = timed(lambda: backend.generate(prompt, sampling=greedy))
+    bare, bare_s = timed(lambda: bare_generate(backend, prompt, 1, max_tokens, sample=False))
+    res["greedy"] = {"backend": [tokens_of(own), own_s], "model.generate": [bare, bare_s]}
+
+    sampled = Sampling(temperature=1.0, max_tokens=max_tokens, seed=0)
+    shared, shared_s = timed(lambda: backend.generate(prompt, n=n, sampling=sampled))
+    nrs, nrs_s = timed(lambda: bare_generate(backend, prompt, n, max_tokens, sample=True))
+    seeds = [sampled.model_copy(update={"seed": i}) for i in range(n)]
+    separate, separate_s = timed(lambda: [backend.generate(prompt, sampling=s)[0][0] for s in seeds])
+    res["n_samples"] = {
+        "shared prefill": [tokens_of(shared), shared_s],
+        "num_return_sequences": [nrs, nrs_s],
+        "separate calls": [sum(c.completion_tokens for c in separate), separate_s],
+    }
+
+    mask_s = [0.0]
+    original = decoding.fill_and_apply
+
+    def counted(*a: Any) -> None:
+        t0 = time.perf_counter()
+        original(*a)
+        mask_s[0] += time.perf_counter() - t0
+
+    decoding.fill_and_apply = counted
+    try:
+        schema_sampling = Sampling(temperature=0.8, max_tokens=200, seed=1)
+        backend.generate(prompt, sampling=Sampling(max_tokens=1), schema=Proposal)  # compile the grammar once
+        mask_s[0] = 0.0
+        free, free_s = timed(lambda: backend.generate(prompt, n=n, sampling=schema_sampling))
+        bound, bound_s = timed(
+            lambda: backend.generate(prompt, n=n, sampling=schema_sampling, schema=Proposal)
+        )
+    finally:
+        decoding.fill_and_apply = original
+    res["constrained"] = {
+        "unconstrained": [tokens_of(free), free_s],
+        "constrained": [tokens_of(bound), bound_s],
+        "parsed": sum(c.ok for c in bound[0]),
+        "mask_ms_per_token": 1000 * mask_s[0] / max(tokens_of(bound), 1),
+    }
+    return res
+
+
+def report(res: dict[str, Any]) -> None:
+    print(
+        f"prompt: {res['prompt_tokens']} tokens (prefill {res['prefill_s']:.2f} s), torch threads: {res['threads']}"
+    )
+    for section in ("greedy", "n_samples", "constrained"):
+        print(f"\n[{section}]")
+        for label, value in res[section].items():
+            if isinstance(value, list):
+                tokens, seconds = value
+                decode = tokens / max(seconds - res["prefill_s"], 1e-9)
+                print(
+                    f"  {label:22s} {tokens:5d} tokens {seconds:7.2f} s {tokens / seconds:7.1f} tok/s"
+                    f"  ({decode:.1f} tok/s after one prefill)"
+                )
+            else:
+                print(f"  {label:22s} {value:.3f}" if isinstance(value, float) else f"  {label:22s} {value}")
+    (own_t, own_s), (bare_t, bare_s) = res["greedy"].values()
+    print(f"\nbackend / model.generate tokens/s ratio (greedy): {(own_t / own_s) / (bare_t / bare_s):.2f}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--model", default=None, help="model directory, .gguf or cached HF id (default: embedded)")
+    p.add_argument("--prompt-tokens", type=int, default=585, help="length of the templated prompt")
+    p.add_argument("--n", type=int, default=4, help="samples per prompt")
+    p.add_argument("--max-tokens", type=int, default=60, help="tokens per completion")
+    p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--json", default=None, help="also write the figures to this file")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    res = run(args)
+    report(res)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
