@@ -68,7 +68,7 @@ class Proposal(BaseModel):
     """[{parent, hypothesis, axis, probability (normalised), rationale}]."""
     messages: list[Message]
     completion: Completion | None = None
-    schema_json: dict | None = None
+    json_schema: dict | None = None
 
 
 def _ids(ids: list[int]):
@@ -164,4 +164,4 @@ class Scientist:
             for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
                 cand["stated_probability"], cand["probability"] = cand["probability"], p
                 cands.append(cand)
-        return Proposal(candidates=cands, messages=messages, completion=c, schema_json=schema.model_json_schema())
+        return Proposal(candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema())

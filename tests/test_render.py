@@ -12,8 +12,14 @@ def _tree(n: int) -> SearchState:
         ok = rng.random() < 0.7
         score = rng.random() * 3 if ok else None
         s.nodes[i] = Node(
-            id=i, parent=rng.randint(1, i - 1), depth=1, hypothesis=f"try variant {i} of the layout " * 2,
-            axis=f"axis {i % 37}", status="valid" if ok else "invalid", score=score, raw_score=score,
+            id=i,
+            parent=rng.randint(1, i - 1),
+            depth=1,
+            hypothesis=f"try variant {i} of the layout " * 2,
+            axis=f"axis {i % 37}",
+            status="valid" if ok else "invalid",
+            score=score,
+            raw_score=score,
             reason="" if ok else "exit status 1: ValueError " * 3,
         )
         s.insights[i] = Insight(id=i, text=f"insight number {i} " * 4, node=i)
