@@ -156,7 +156,10 @@ class Scientist:
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
-        ask += " parent: the node to start from; hypothesis: one concrete change; axis: a 1-3 word label."
+        ask += (
+            " parent: the node to start from; hypothesis: one concrete change, naming what to change and to what"
+            " (e.g. \"raise STEP_SIZE from 0.1 to 0.2\"); axis: a 1-3 word label."
+        )
         messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
         cands: list[dict] = []
         if c.parsed is not None:

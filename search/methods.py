@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from policy.edits import EditError, apply_edit, random_edit
+from policy.edits import EditError, apply_edit, list_targets, random_edit
 from policy.sampler import draw
 from policy.scientist import canonical_action
 from search.inspect import failed_or_regressed, report
@@ -23,16 +23,28 @@ from tasks.registry import Registry
 METHODS: Registry[Callable[[Search], None]] = Registry("search method")
 
 
+def knobs(node: Node, limit: int = 8) -> str:
+    """The named constants of a node's program: what a small model can cite in a concrete hypothesis."""
+    pairs = [(k, v) for text in node.files.values() for k, v in list_targets(text).constants.items()][:limit]
+    return "\n".join(f"- {k} = {v[:40]}" for k, v in pairs)
+
+
 def state_prompt(s: Search) -> tuple[str, list[int]]:
     count = s.scientist_backend.count_tokens if s.scientist_backend else (lambda t: len(t) // 4)
     summary = f"{s.task.name}: {s.task.statement.strip()}"
-    return render_state(s.state, summary, s.cfg.render, count)
+    text, ids = render_state(s.state, summary, s.cfg.render, count)
+    best = s.state.best()
+    if best is not None and (k := knobs(best)):
+        text += f"\n\n## Constants in node {best.id}\n{k}"
+    return text, ids
 
 
 def inspect_and_attribute(s: Search, state: str, ids: list[int]) -> str:
     """The scientist names nodes to inspect; failed or regressed ones get an idea/implementation verdict.
     Returns the text added to the proposal prompt (reports and verdicts)."""
-    recent = sorted(s.state.nodes, reverse=True)[:6]
+    recent = [i for i in sorted(s.state.nodes, reverse=True) if s.state.nodes[i].parent is not None][:6]
+    if not recent:  # nothing but the seed yet: its code is already in the audit
+        return ""
     t0 = time.time()
     chosen, _ = s.scientist.choose_inspect(state, recent, seed=s.cfg.seed + s.round)
     notes: list[str] = []
