@@ -1,0 +1,71 @@
+"""What the harness itself costs per round, against one model call: prompt rendering on trees of growing
+size (the prompt must stop growing past the budget) and store writes.
+
+    .venv/bin/python scripts/bench_harness.py [--nodes 10 200 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+from search.render import RenderConfig, render_state
+from search.state import Insight, Node, SearchState
+from search.store import Store
+
+
+def tree(n: int, seed: int = 0) -> SearchState:
+    rng = random.Random(seed)
+    s = SearchState(
+        nodes={1: Node(id=1, status="seed", score=1.0, raw_score=1.0, files={"solution.py": "X = 1\n" * 50})}
+    )
+    for i in range(2, n + 1):
+        ok = rng.random() < 0.7
+        score = rng.random() * 3 if ok else None
+        s.nodes[i] = Node(
+            id=i,
+            parent=rng.randint(1, i - 1),
+            depth=1,
+            hypothesis=f"variant {i} " * 8,
+            axis=f"axis {i % 41}",
+            status="valid" if ok else "invalid",
+            score=score,
+            raw_score=score,
+            reason="" if ok else "exit status 1: ValueError",
+            files={"solution.py": "X = 1\n" * 50},
+        )
+        s.insights[i] = Insight(id=i, text=f"insight {i} " * 6, node=i)
+    return s
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[10, 200, 2000])
+    args = ap.parse_args(argv)
+    from transformers import AutoTokenizer
+
+    from policy.models import resolve_model
+
+    tok = AutoTokenizer.from_pretrained(resolve_model(None))
+    count = lambda t: len(tok.encode(t))  # noqa: E731 - the real tokenizer, as the backend counts
+    cfg = RenderConfig()
+    print(f"{'nodes':>6} {'prompt tokens':>14} {'render ms':>10}")
+    for n in args.nodes:
+        s = tree(n)
+        t0 = time.perf_counter()
+        text, _ = render_state(s, "task statement " * 60, cfg, count)
+        ms = (time.perf_counter() - t0) * 1000
+        print(f"{n:>6} {count(text):>14} {ms:>10.2f}")
+    with tempfile.TemporaryDirectory() as d, Store.open(Path(d)) as store:
+        node = tree(2).nodes[2].model_copy(update={"id": 0})
+        t0 = time.perf_counter()
+        for _ in range(500):
+            store.add(node)
+        print(f"store.add(Node): {(time.perf_counter() - t0) / 500 * 1e6:.0f} us per node")
+
+
+if __name__ == "__main__":
+    main()
