@@ -1,0 +1,394 @@
+"""Typed edit actions over a program, and the per-call schema that makes a small model emit them.
+
+The default executor is a 135M model: free-form diffs and rewrites gave 0 valid edits in 33 tries, grammar-
+constrained JSON gave 40 valid objects of 40. So an edit is one small typed action, and `edit_schema` builds
+per call a pydantic model whose `Literal` enums hold the file's real constants, functions and line anchors.
+`apply_edit` checks the result before an evaluation is spent (Python must parse, something must change);
+`random_edit` samples the same action space without a model (the random-mutation baseline).
+Not done: running anything (the sandbox does), renames, class-level edits other than `replace_lines`,
+or any check beyond parsing.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+import random
+import re
+import textwrap
+from typing import Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+OPS = ("set_constant", "replace_function", "replace_lines", "write_file", "read_file")
+VALUE_CHARS = 40
+"""A constant's new value is a short one-line literal; the grammar caps it (and so forbids newlines)."""
+BODY_CHARS = 600
+"""Cap on a function body, checked after decoding: under a maxLength xgrammar forbids escapes (newlines)."""
+ANCHOR_CHARS = 72
+
+
+class EditError(ValueError):
+    """An action that cannot be applied; the message is shown back to the model as its last error."""
+
+
+class _Action(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# Field order is the order the grammar makes the model write: the target comes first (a small model
+# copies a name from the hypothesis well), and the op that follows is then forced by the branch.
+class SetConstant(_Action):
+    """Set a module-level UPPER_CASE constant to a new value (a number, or a Python literal as text)."""
+
+    name: str
+    op: Literal["set_constant"] = "set_constant"
+    value: int | float | str
+
+
+class ReplaceFunction(_Action):
+    """Replace the body of a top-level function (its signature and docstring stay)."""
+
+    name: str
+    op: Literal["replace_function"] = "replace_function"
+    body: str
+
+
+class ReplaceLines(_Action):
+    """Replace lines `start`..`end` (inclusive anchors "<n> | <stripped line>") with `text`."""
+
+    start: str
+    end: str
+    op: Literal["replace_lines"] = "replace_lines"
+    file: str
+    text: str
+
+
+class WriteFile(_Action):
+    """Write a whole file (a draft for a seedless task, or a large model's rewrite)."""
+
+    file: str
+    op: Literal["write_file"] = "write_file"
+    content: str
+
+
+class ReadFile(_Action):
+    """Show another editable file in the next prompt (multi-file tasks); not an edit."""
+
+    file: str
+    op: Literal["read_file"] = "read_file"
+
+
+class Targets(BaseModel):
+    """The editable targets of one Python file."""
+
+    model_config = ConfigDict(extra="forbid")
+    constants: dict[str, str] = {}
+    """Module-level UPPER_CASE constant → source text of its current value."""
+    functions: dict[str, str] = {}
+    """Top-level function → source of its body (without the docstring)."""
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _offset(text: str, lineno: int, col: int) -> int:
+    """Absolute string offset of an ast position (col_offset counts UTF-8 bytes)."""
+    lines = text.split("\n")
+    start = sum(len(line) + 1 for line in lines[: lineno - 1])
+    return start + len(lines[lineno - 1].encode()[:col].decode(errors="ignore"))
+
+
+def _span(text: str, node: ast.AST) -> tuple[int, int]:
+    return _offset(text, node.lineno, node.col_offset), _offset(text, node.end_lineno, node.end_col_offset)
+
+
+def _constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
+    out: dict[str, ast.expr] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            name, value = stmt.targets[0].id, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            name, value = stmt.target.id, stmt.value
+        else:
+            continue
+        if name.isupper():  # UPPER_CASE
+            out[name] = value
+    return out
+
+
+def _function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    return {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def _body_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
+    """The body without a leading docstring (which replace_function keeps)."""
+    first = fn.body[0]
+    is_doc = isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str)
+    return fn.body[1:] if is_doc and isinstance(first.value, ast.Constant) else fn.body
+
+
+def list_targets(source: str) -> Targets:
+    """Constants and top-level functions of a Python source; empty if it does not parse."""
+    tree = _parse(source)
+    if tree is None:
+        return Targets()
+    constants = {name: source[slice(*_span(source, v))] for name, v in _constant_nodes(tree).items()}
+    functions = {}
+    for name, fn in _function_nodes(tree).items():
+        first = (_body_statements(fn) or [None])[0]
+        start = _offset(source, first.lineno, first.col_offset) if first else 0
+        seg = source[start : _offset(source, fn.end_lineno, fn.end_col_offset)] if first else ""
+        functions[name] = textwrap.dedent(" " * (first.col_offset if first else 0) + seg)
+    return Targets(constants=constants, functions=functions)
+
+
+def anchor(lineno: int, line: str) -> str:
+    """The enum value that names a line: its number and stripped text (cut to ANCHOR_CHARS)."""
+    return f"{lineno} | {line.strip()}"[:ANCHOR_CHARS]
+
+
+def anchors(text: str, window: tuple[int, int] | None = None, limit: int = 40) -> list[str]:
+    """Anchors of the non-blank lines in `window` (1-based, inclusive), evenly thinned to `limit`."""
+    lines = text.split("\n")
+    lo, hi = window or (1, len(lines))
+    cands = [n for n in range(max(lo, 1), min(hi, len(lines)) + 1) if lines[n - 1].strip()]
+    if len(cands) > limit:
+        cands = [cands[i * len(cands) // limit] for i in range(limit)]
+    return [anchor(n, lines[n - 1]) for n in cands]
+
+
+def _enum(values: list[str]):
+    return Literal[tuple(dict.fromkeys(values))]  # type: ignore[valid-type]
+
+
+def edit_schema(
+    files: dict[str, str],
+    ops: set[str] | frozenset[str],
+    focus: str | None = None,
+    window: tuple[int, int] | None = None,
+    max_anchors: int = 40,
+    only: set[str] | None = None,
+) -> type[BaseModel]:
+    """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
+    value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
+    within `window`, file names of `files`; `only` keeps just those constants and functions. Ops without a
+    target are dropped. One branch gives its own model; several give `{"action": <anyOf branches>}`, a root
+    object as every structured backend accepts. Raises EditError when no allowed op has a target."""
+    if set(ops) - set(OPS):
+        raise ValueError(f"unknown edit ops {sorted(set(ops) - set(OPS))}; known: {list(OPS)}")
+    names = list(files)
+    focus = focus if focus is not None else (names[0] if names else None)
+    targets = [list_targets(t) for p, t in files.items() if p.endswith(".py")]
+    functions = [f for t in targets for f in t.functions if only is None or f in only]
+    # Constants by the JSON type of their value: int and float (numbers the grammar keeps well-formed),
+    # str for any other literal (Python source).
+    groups: dict[type, list[str]] = {int: [], float: [], str: []}
+    for name, src in ((k, v) for t in targets for k, v in t.constants.items() if only is None or k in only):
+        groups[type(_number(src)) if _number(src) is not None else str].append(name)
+    lines = anchors(files[focus], window, max_anchors) if focus in files else []
+    models: list[type[BaseModel]] = []
+
+    def add(base: type[BaseModel], suffix: str = "Action", **fields) -> None:
+        op = base.model_fields["op"].annotation
+        models.append(create_model(base.__name__ + suffix, __base__=base, op=(op, ...), **fields))
+
+    for kind, group in groups.items() if "set_constant" in ops else ():
+        value = (str, Field(min_length=1, max_length=VALUE_CHARS)) if kind is str else (kind, ...)
+        if group:
+            add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
+    if "replace_function" in ops and functions:
+        add(ReplaceFunction, name=(_enum(functions), ...), body=(str, ...))
+    if "replace_lines" in ops and lines:
+        at = _enum(lines)
+        add(ReplaceLines, start=(at, ...), end=(at, ...), file=(_enum([focus]), ...), text=(str, ...))
+    if "write_file" in ops and names:
+        add(WriteFile, file=(_enum(names), ...), content=(str, ...))
+    if "read_file" in ops and len(names) > 1:
+        add(ReadFile, file=(_enum(names), ...))
+    if not models:
+        raise EditError(f"no target for any of the ops {sorted(ops)} in {names or 'an empty file set'}")
+    if len(models) == 1:
+        return models[0]
+    union = Union[tuple(models)]  # noqa: UP007  (a runtime tuple of models)
+    return create_model("EditAction", __config__=ConfigDict(extra="forbid"), action=(union, ...))
+
+
+def unwrap(parsed: BaseModel) -> BaseModel:
+    """The action inside a parsed `edit_schema` object (a bare action, or `{"action": ...}`)."""
+    return getattr(parsed, "action", parsed)
+
+
+def _indent_of(line: str) -> str:
+    return line[: len(line) - len(line.lstrip())]
+
+
+def _normalise_block(text: str, indent: str) -> list[str]:
+    """`text` re-indented so that its first line sits at `indent`, inner structure kept. A small model
+    often writes a body's first line flush and the rest indented (as after `def ...:`); when the plain
+    dedent does not parse but dedenting the rest on its own does, the latter is taken."""
+    block = textwrap.dedent(text.replace("\r\n", "\n").strip("\n")).split("\n")
+    rest = [line for line in block[1:] if line.strip()]
+    flush_first = not _indent_of(block[0]) and rest and all(_indent_of(line) for line in rest)
+    if flush_first and not _parse("\n".join(block)):
+        alt = [block[0], *textwrap.dedent("\n".join(block[1:])).split("\n")]
+        block = alt if _parse("\n".join(alt)) else block
+    shift = len(indent) - len(_indent_of(block[0]))
+    pad, cut = " " * max(shift, 0), max(-shift, 0)
+    return [pad + line[min(cut, len(_indent_of(line))) :] if line.strip() else "" for line in block]
+
+
+def _find(files: dict[str, str], name: str, kind: str) -> tuple[str, str, ast.AST]:
+    """(path, text, node) of the first Python file defining constant/function `name`."""
+    for path, text in files.items():
+        tree = _parse(text) if path.endswith(".py") else None
+        table = (_constant_nodes if kind == "constant" else _function_nodes)(tree) if tree else {}
+        if name in table:
+            return path, text, table[name]
+    raise EditError(f"no {kind} named {name!r} in {list(files)}; pick one of the names listed")
+
+
+def _set_constant(files: dict[str, str], action: SetConstant) -> tuple[str, str]:
+    value = action.value.strip() if isinstance(action.value, str) else repr(action.value)
+    try:
+        ast.parse(value, mode="eval")
+    except SyntaxError as e:
+        raise EditError(f"value {value!r} is not a Python expression ({e.msg}); give a literal") from None
+    path, text, node = _find(files, action.name, "constant")
+    a, b = _span(text, node)
+    return path, text[:a] + value + text[b:]
+
+
+def _replace_function(files: dict[str, str], action: ReplaceFunction) -> tuple[str, str]:
+    if len(action.body) > BODY_CHARS:
+        raise EditError(f"the body has {len(action.body)} characters, at most {BODY_CHARS}; change less")
+    path, text, fn = _find(files, action.name, "function")
+    # The 135M model mostly starts a body with the signature (even twice); the file's header stays, so drop it.
+    signature = re.compile(rf"^(\s*(async\s+)?def\s+{fn.name}\s*\(.*?\)\s*(->[^:]*)?:)+", re.S)
+    source = signature.sub("", action.body, count=1)
+    lines, stmts = text.split("\n"), _body_statements(fn)
+    first = stmts[0] if stmts else fn.body[0]  # a docstring-only body: insert after the docstring
+    line = lines[first.lineno - 1]
+    header = line[: len(line.encode()[: first.col_offset].decode(errors="ignore"))]
+    inline = bool(header.strip())  # `def f(): return 1`: the header shares the body's line
+    indent = _indent_of(lines[fn.lineno - 1]) + "    " if inline else _indent_of(line)
+    if not source.strip():
+        raise EditError(f"the new body of {fn.name} is empty; give its statements, e.g. `return ...`")
+    body = _normalise_block(source, indent)
+    head = [header.rstrip()] if inline and stmts else []
+    start, end = (first.lineno, fn.end_lineno) if stmts else (first.end_lineno + 1, first.end_lineno)
+    return path, "\n".join(lines[: start - 1] + head + body + lines[end:])
+
+
+def _line_of(lines: list[str], path: str, value: str) -> int:
+    n = int(value.split(" | ")[0]) if value.split(" | ")[0].isdigit() else 0
+    if not 1 <= n <= len(lines) or anchor(n, lines[n - 1]) != value:
+        raise EditError(f"anchor {value!r} is not a line of {path}; use a numbered line as shown")
+    return n
+
+
+def _replace_lines(files: dict[str, str], action: ReplaceLines) -> tuple[str, str]:
+    if action.file not in files:
+        raise EditError(f"no file {action.file!r}; files: {list(files)}")
+    lines = files[action.file].split("\n")
+    start, end = _line_of(lines, action.file, action.start), _line_of(lines, action.file, action.end)
+    if end < start:
+        raise EditError(f"end line {end} comes before start line {start}; give start <= end")
+    new = _normalise_block(action.text, _indent_of(lines[start - 1])) if action.text.strip() else []
+    return action.file, "\n".join(lines[: start - 1] + new + lines[end:])
+
+
+def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
+    """The files after `action`. Raises EditError when the action does not apply, changes nothing, or
+    leaves a Python file that does not parse (checked here, before an evaluation is spent on it)."""
+    op = getattr(action, "op", None)
+    appliers = dict(
+        set_constant=_set_constant, replace_function=_replace_function, replace_lines=_replace_lines
+    )
+    appliers["write_file"] = lambda _, a: (a.file, a.content.rstrip("\n") + "\n")
+    if op not in appliers:
+        raise EditError(f"{op!r} is not an edit op (read_file only shows a file)")
+    path, text = appliers[op](files, action)
+    if files.get(path) == text:
+        raise EditError(f"no change: the edit leaves {path} exactly as it was; change something")
+    if path.endswith(".py"):
+        try:
+            ast.parse(text, filename=path)
+        except SyntaxError as e:
+            where = f"line {e.lineno}: {e.msg}: {(e.text or '').strip()}"
+            raise EditError(f"{path} does not parse after the edit: {where}") from None
+    return {**files, path: text}
+
+
+def _perturb(value: int | float, rng: random.Random) -> int | float:
+    """Multiply by a log-uniform factor in [1/2, 2]; ints stay ints (>= 1 where positive); always moves."""
+    factor = math.exp(rng.uniform(-math.log(2), math.log(2)))
+    if isinstance(value, int):
+        new = max(round(value * factor), 1) if value > 0 else round(value * factor)
+        return new if new != value else value + (1 if value < 2 else rng.choice([-1, 1]))
+    if value == 0:
+        return rng.choice([-1.0, 1.0]) * 10.0 ** rng.randint(-3, -1)
+    new = float(f"{value * factor:.4g}")
+    return new if new != value else float(f"{value * 1.25:.4g}")
+
+
+def _numbers(text: str, tree: ast.Module) -> list[ast.Constant]:
+    """Numeric literals inside top-level functions whose source span is exactly the literal."""
+    walk = (n for fn in _function_nodes(tree).values() for n in ast.walk(fn))
+    nodes = [n for n in walk if isinstance(n, ast.Constant) and type(n.value) in (int, float)]
+    return [n for n in nodes if n.lineno == n.end_lineno and _number(text[slice(*_span(text, n))]) == n.value]
+
+
+def _literal_edit(path: str, text: str, node: ast.Constant, src: str) -> tuple[BaseModel, str, str]:
+    """(action, path, intended text): a literal replaced by `src`, as replace_lines over its line."""
+    a, b = _span(text, node)
+    new, n = text[:a] + src + text[b:], node.lineno
+    line = anchor(n, text.split("\n")[n - 1])
+    return ReplaceLines(file=path, start=line, end=line, text=new.split("\n")[n - 1]), path, new
+
+
+def _number(src: str) -> int | float | None:
+    try:
+        value = ast.literal_eval(src)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if type(value) in (int, float) else None
+
+
+def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseModel, str, str | None]]:
+    """One random (action, path, intended text or None) per kind the file offers: constant, literal."""
+    tree = _parse(text) if path.endswith(".py") else None
+    if tree is None:
+        return []
+    out: list[tuple[BaseModel, str, str | None]] = []
+    consts = {n: v for n, src in list_targets(text).constants.items() if (v := _number(src)) is not None}
+    if consts:
+        name = rng.choice(sorted(consts))
+        out.append((SetConstant(name=name, value=_perturb(consts[name], rng)), path, None))
+    literals = _numbers(text, tree)
+    if literals:
+        node = rng.choice(literals)
+        out.append(_literal_edit(path, text, node, repr(_perturb(node.value, rng))))
+    return out
+
+
+def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
+    """A random applicable action for the random-mutation baseline, from the same action space: perturb a
+    numeric constant (set_constant) or a numeric literal in a function (replace_lines over its line).
+    Raises EditError when the files hold no number to change."""
+    for _ in range(20):
+        cands = [c for path, text in files.items() for c in _candidates(path, text, rng)]
+        if not cands:
+            break
+        action, path, intended = rng.choice(cands)
+        try:
+            new = apply_edit(files, action)
+        except EditError:
+            continue
+        if intended is None or new[path] == intended:
+            return action
+    raise EditError(f"no numeric constant or literal to perturb in {list(files)}")

@@ -1,0 +1,269 @@
+"""Typed edit actions: targets, per-call schemas, application checks and the random-mutation baseline."""
+
+from __future__ import annotations
+
+import ast
+import json
+import random
+import typing
+
+import pytest
+from pydantic import ValidationError
+
+from policy.edits import (
+    OPS,
+    EditError,
+    ReadFile,
+    ReplaceFunction,
+    ReplaceLines,
+    SetConstant,
+    WriteFile,
+    anchor,
+    anchors,
+    apply_edit,
+    edit_schema,
+    list_targets,
+    random_edit,
+    unwrap,
+)
+
+SAMPLE = '''"""A tiny packing program."""
+
+import math
+
+RADIUS = 0.1
+COUNT: int = 5
+NAME = "grid"
+lower = 3
+
+
+def place(n):
+    """Place n circles on a line."""
+    xs = []
+    for i in range(n):
+        xs.append(0.5 + i * 0.2)
+    return xs
+
+
+def score(xs):
+    total = sum(RADIUS for _ in xs) * 1.5
+    return total / max(len(xs), 1)
+
+
+def one(): return 1
+'''
+FILES = {"solution.py": SAMPLE}
+
+
+def _lines(text: str) -> list[str]:
+    return text.split("\n")
+
+
+def _enum(model: type, field: str) -> list:
+    return list(typing.get_args(model.model_fields[field].annotation))
+
+
+def _members(schema: type) -> dict[str, list[type]]:
+    """op → action models of an edit_schema result (bare or wrapped)."""
+    union = (
+        typing.get_args(schema.model_fields["action"].annotation)
+        if "action" in schema.model_fields
+        else [schema]
+    )
+    out: dict[str, list[type]] = {}
+    for model in union:
+        out.setdefault(_enum(model, "op")[0], []).append(model)
+    return out
+
+
+def test_list_targets_finds_upper_case_constants_and_top_level_functions():
+    targets = list_targets(SAMPLE)
+    assert targets.constants == {"RADIUS": "0.1", "COUNT": "5", "NAME": '"grid"'}
+    assert list(targets.functions) == ["place", "score", "one"]
+    assert targets.functions["place"].startswith("xs = []\nfor i in range(n):\n    xs.append")
+    assert targets.functions["one"] == "return 1"
+
+
+def test_list_targets_of_unparsable_source_is_empty():
+    targets = list_targets("def broken(:\n")
+    assert targets.constants == {} and targets.functions == {}
+
+
+def test_schema_enums_hold_exactly_the_files_names_and_lines():
+    members = _members(edit_schema(FILES, set(OPS) - {"read_file"}))
+    assert set(members) == {"set_constant", "replace_function", "replace_lines", "write_file"}
+    (function_model,), (lines_model,), (write_model,) = (members[k] for k in OPS[1:4])
+    assert [_enum(m, "name") for m in members["set_constant"]] == [["COUNT"], ["RADIUS"], ["NAME"]]
+    assert _enum(function_model, "name") == ["place", "score", "one"]
+    expected = [anchor(n, line) for n, line in enumerate(_lines(SAMPLE), 1) if line.strip()]
+    assert _enum(lines_model, "start") == expected and _enum(lines_model, "end") == expected
+    assert _enum(lines_model, "file") == ["solution.py"] and _enum(write_model, "file") == ["solution.py"]
+
+
+def test_schema_types_constant_values_so_numbers_stay_numbers():
+    schema = edit_schema(FILES, {"set_constant"})
+    parse = schema.model_validate_json
+    assert unwrap(parse('{"action": {"name": "RADIUS", "op": "set_constant", "value": 0.25}}')).value == 0.25
+    assert unwrap(parse('{"action": {"name": "COUNT", "op": "set_constant", "value": 7}}')).value == 7
+    assert (
+        unwrap(parse('{"action": {"name": "NAME", "op": "set_constant", "value": "\'ring\'"}}')).value
+        == "'ring'"
+    )
+    for bad in (
+        '{"name": "COUNT", "op": "set_constant", "value": "C5"}',
+        '{"name": "NAME", "op": "set_constant"}',
+    ):
+        with pytest.raises(ValidationError):
+            parse(f'{{"action": {bad}}}')
+
+
+def test_schema_rejects_names_that_do_not_exist():
+    schema = edit_schema({"a.py": "MODE = 'fast'\n"}, {"set_constant"})
+    assert schema.model_validate({"op": "set_constant", "name": "MODE", "value": "'slow'"})
+    with pytest.raises(ValidationError):
+        schema.model_validate({"op": "set_constant", "name": "lower", "value": "'slow'"})
+    with pytest.raises(ValidationError):
+        schema.model_validate({"op": "set_constant", "name": "MODE", "value": "1" * 41})
+
+
+def test_schema_with_several_branches_is_a_root_object():
+    schema = edit_schema(FILES, {"set_constant", "replace_function"})
+    js = schema.model_json_schema()
+    assert js["type"] == "object" and js["required"] == ["action"]
+    parsed = schema.model_validate_json(
+        '{"action": {"op": "replace_function", "name": "one", "body": "return 2"}}'
+    )
+    assert isinstance(unwrap(parsed), ReplaceFunction)
+    json.dumps(js)  # serialisable for a grammar compiler
+
+
+def test_schema_anchors_are_bounded_and_windowed():
+    text = "\n".join(f"X{i} = {i}" for i in range(200)) + "\n"
+    assert len(anchors(text, limit=40)) == 40
+    schema = edit_schema({"a.py": text}, {"replace_lines"}, window=(10, 20))
+    assert _enum(schema, "start") == [anchor(n, f"X{n - 1} = {n - 1}") for n in range(10, 21)]
+
+
+def test_schema_drops_ops_without_targets_and_raises_when_none_is_left():
+    schema = edit_schema({"a.py": "x = 1\n"}, {"set_constant", "replace_lines"})
+    assert _enum(schema, "op") == ["replace_lines"] and list(schema.model_fields)[0] == "start"
+    with pytest.raises(EditError):
+        edit_schema({"a.py": "x = 1\n"}, {"set_constant", "replace_function"})
+    assert _enum(edit_schema({"a.py": ""}, {"write_file"}), "file") == ["a.py"]
+    assert "read_file" in _members(edit_schema({"a.py": "x = 1\n", "b.py": ""}, {"read_file", "write_file"}))
+
+
+def test_set_constant_applies():
+    out = apply_edit(FILES, SetConstant(name="RADIUS", value="0.25"))["solution.py"]
+    assert "RADIUS = 0.25\n" in out and out.replace("0.25", "0.1", 1) == SAMPLE
+    out = apply_edit(FILES, SetConstant(name="COUNT", value="7"))["solution.py"]
+    assert "COUNT: int = 7\n" in out
+
+
+def test_replace_function_keeps_signature_and_docstring_and_normalises_indentation():
+    # The model often writes the first line flush and the rest indented, as after `def ...:`.
+    body = "xs = [0.1 * i for i in range(n)]\n    return xs"
+    out = apply_edit(FILES, ReplaceFunction(name="place", body=body))["solution.py"]
+    assert (
+        '    """Place n circles on a line."""\n    xs = [0.1 * i for i in range(n)]\n    return xs\n' in out
+    )
+    assert "for i in range(n):\n" not in out
+    ast.parse(out)
+
+
+def test_replace_function_on_a_one_line_def():
+    out = apply_edit(FILES, ReplaceFunction(name="one", body="x = 2\nreturn x"))["solution.py"]
+    assert out.endswith("def one():\n    x = 2\n    return x\n")
+
+
+def test_replace_lines_applies_with_the_start_lines_indentation():
+    lines = _lines(SAMPLE)
+    n = lines.index("        xs.append(0.5 + i * 0.2)") + 1
+    a = anchor(n, lines[n - 1])
+    out = apply_edit(
+        FILES, ReplaceLines(file="solution.py", start=a, end=a, text="xs.append(i)\nxs.append(-i)")
+    )
+    assert "        xs.append(i)\n        xs.append(-i)\n    return xs" in out["solution.py"]
+
+
+def test_replace_lines_rejects_stale_or_reversed_anchors():
+    lines = _lines(SAMPLE)
+    with pytest.raises(EditError, match="not a line"):
+        apply_edit(
+            FILES,
+            ReplaceLines(file="solution.py", start="3 | import numpy", end="3 | import numpy", text="x"),
+        )
+    first, last = anchor(3, lines[2]), anchor(5, lines[4])
+    with pytest.raises(EditError, match="before"):
+        apply_edit(FILES, ReplaceLines(file="solution.py", start=last, end=first, text="x = 1"))
+
+
+def test_write_file_applies_and_ends_with_a_newline():
+    out = apply_edit({}, WriteFile(file="new.py", content="print(1)"))
+    assert out == {"new.py": "print(1)\n"}
+
+
+def test_syntax_breaking_edit_raises_with_the_parse_error():
+    with pytest.raises(EditError, match=r"does not parse after the edit: line \d+: .*"):
+        apply_edit(FILES, ReplaceFunction(name="score", body="return (xs"))
+    with pytest.raises(EditError, match="not a Python expression"):
+        apply_edit(FILES, SetConstant(name="RADIUS", value="0.1 +"))
+
+
+def test_no_op_edit_is_rejected():
+    with pytest.raises(EditError, match="no change"):
+        apply_edit(FILES, SetConstant(name="RADIUS", value="0.1"))
+    with pytest.raises(EditError, match="no change"):
+        apply_edit(FILES, WriteFile(file="solution.py", content=SAMPLE))
+
+
+def test_unknown_names_and_read_file_are_not_edits():
+    with pytest.raises(EditError, match="no constant"):
+        apply_edit(FILES, SetConstant(name="MISSING", value="1"))
+    with pytest.raises(EditError, match="not an edit"):
+        apply_edit(FILES, ReadFile(file="solution.py"))
+
+
+def test_apply_does_not_mutate_its_input():
+    before = dict(FILES)
+    apply_edit(FILES, SetConstant(name="RADIUS", value="0.3"))
+    assert before == FILES
+
+
+@pytest.mark.parametrize("seed", range(100))
+def test_random_edit_always_applies_and_keeps_ints_ints(seed):
+    rng = random.Random(seed)
+    action = random_edit(FILES, rng)
+    out = apply_edit(FILES, action)["solution.py"]
+    ast.parse(out)
+    new, old = list_targets(out).constants, list_targets(SAMPLE).constants
+    assert isinstance(ast.literal_eval(new["COUNT"]), int) and ast.literal_eval(new["COUNT"]) >= 1
+    assert isinstance(ast.literal_eval(new["RADIUS"]), float)
+    assert new["NAME"] == old["NAME"]
+
+
+def test_random_edit_without_numbers_raises():
+    with pytest.raises(EditError, match="no numeric"):
+        random_edit({"a.py": "NAME = 'x'\n"}, random.Random(0))
+
+
+def test_random_edit_covers_constants_and_literals_in_functions():
+    ops = {random_edit(FILES, random.Random(seed)).op for seed in range(40)}
+    assert ops == {"set_constant", "replace_lines"}
+
+
+def test_replace_function_drops_a_repeated_signature_and_rejects_an_empty_body():
+    for body in ("def score(xs):\n    return 2.0", "def score(xs): def score(xs): return 2.0"):
+        out = apply_edit(FILES, ReplaceFunction(name="score", body=body))["solution.py"]
+        assert "def score(xs):\n    return 2.0\n" in out
+    with pytest.raises(EditError, match="empty"):
+        apply_edit(FILES, ReplaceFunction(name="score", body="def score(xs):"))
+
+
+def test_every_schema_compiles_to_a_grammar():
+    xgr = pytest.importorskip("xgrammar")
+    for ops in ({"set_constant"}, set(OPS)):
+        schema = edit_schema({**FILES, "b.py": "X = 1\n"}, ops)
+        xgr.Grammar.from_json_schema(
+            json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
+        )

@@ -1,0 +1,250 @@
+"""The executor loop: harness tests with a scripted backend, and one run with the real embedded model.
+
+`ScriptedBackend` only tests the loop (stopping, feedback, budgets, transcript). Whether the model can
+edit is tested against the embedded SmolLM2-135M (`test_embedded_model_produces_an_applied_edit`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from policy.base import Completion
+from policy.executor import Executor, ExecutorConfig, window
+from tasks.base import EvalResult
+
+PROGRAM = '''RADIUS = 0.1
+COUNT = 5
+
+
+def score():
+    """The program's score."""
+    return COUNT * RADIUS
+'''
+
+
+class ScriptedBackend:
+    """Returns pre-written answers in order (validated against the call's schema), recording each call.
+    Only for harness tests: it says nothing about what a model can do."""
+
+    name = "scripted"
+    model_id = "scripted"
+
+    def __init__(self, answers: list[dict | str]):
+        self.answers = list(answers)
+        self.calls: list[dict] = []
+
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        self.calls.append({"prompts": prompts, "schema": schema, "sampling": sampling, "purpose": purpose})
+        answer = self.answers.pop(0)
+        if isinstance(answer, dict) and "action" in schema.model_fields:
+            answer = {"action": answer}  # the schema wraps several branches in a root object
+        text = answer if isinstance(answer, str) else json.dumps(answer)
+        try:
+            parsed, error = schema.model_validate_json(text), None
+        except ValueError as e:
+            parsed, error = None, str(e).splitlines()[0]
+        return [[Completion(text=text, parsed=parsed, error=error, prompt_tokens=100, completion_tokens=20)]]
+
+    def logprobs(self, prompt, completion, schema=None, adapter=None):
+        raise NotImplementedError
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def set_constant(name: str, value: float) -> dict:
+    return {"op": "set_constant", "name": name, "value": value}
+
+
+class Recorder:
+    """A validate callable: valid when RADIUS >= `threshold`; records the files it receives."""
+
+    def __init__(self, threshold: float = 0.2):
+        self.threshold = threshold
+        self.seen: list[dict[str, str]] = []
+
+    def __call__(self, files: dict[str, str]) -> EvalResult:
+        self.seen.append(dict(files))
+        radius = next(
+            ast.literal_eval(n.value)
+            for n in ast.parse(files["solution.py"]).body
+            if n.targets[0].id == "RADIUS"
+        )
+        if radius < self.threshold:
+            return EvalResult(
+                valid=False, reason="radius too small", stderr_tail="Traceback\nValueError: overlap"
+            )
+        return EvalResult(valid=True, score=radius)
+
+
+def _run(answers: list, config: ExecutorConfig | None = None, files=None, hypothesis: str = "Double RADIUS."):
+    backend, validate = ScriptedBackend(answers), Recorder()
+    files = files if files is not None else {"solution.py": PROGRAM}
+    result = Executor(backend, config or ExecutorConfig()).run(hypothesis, files, ["solution.py"], validate)
+    return result, backend, validate
+
+
+def _user(call: dict) -> str:
+    return call["prompts"][0][-1]["content"]
+
+
+def test_stops_at_the_first_valid_validation():
+    result, backend, validate = _run([set_constant("RADIUS", 0.2), set_constant("RADIUS", 0.3)])
+    assert result.result.valid and result.result.score == 0.2
+    assert result.actions == 1 and len(backend.calls) == 1 and result.reason == ""
+    assert "RADIUS = 0.2\n" in result.files["solution.py"]
+
+
+def test_validate_receives_the_edited_files():
+    answers = [set_constant("COUNT", 6), set_constant("RADIUS", 0.4)]
+    result, _, validate = _run(answers, hypothesis="Change the constants.")
+    assert [f["solution.py"].splitlines()[:2] for f in validate.seen] == [
+        ["RADIUS = 0.1", "COUNT = 6"],
+        ["RADIUS = 0.4", "COUNT = 6"],
+    ]
+    assert result.result.valid
+
+
+def test_a_rejected_edit_is_shown_back_and_costs_one_action():
+    body = {"op": "replace_function", "name": "score", "body": "return (COUNT"}
+    result, backend, validate = _run([body, set_constant("RADIUS", 0.2)], hypothesis="Try a change.")
+    assert result.actions == 2 and len(validate.seen) == 1
+    assert "Last error: the edit was rejected: solution.py does not parse" in _user(backend.calls[1])
+    assert result.transcript[0]["applied"] is False and "does not parse" in result.transcript[0]["error"]
+
+
+def test_an_invalid_evaluation_is_shown_back_with_its_stderr_tail():
+    result, backend, _ = _run([set_constant("RADIUS", 0.15), set_constant("RADIUS", 0.25)])
+    prompt = _user(backend.calls[1])
+    assert "evaluation failed: radius too small" in prompt and "ValueError: overlap" in prompt
+    assert "1 | RADIUS = 0.15" in prompt  # the next prompt shows the edited file
+    assert result.result.valid and result.actions == 2
+
+
+def test_an_unparsable_answer_is_shown_back():
+    result, backend, _ = _run(
+        ['{"action": {"op": "set_constant", "name": "NOPE"', set_constant("RADIUS", 0.5)]
+    )
+    assert result.transcript[0]["error"].startswith("the answer was not a valid action")
+    assert "Last error: the answer was not a valid action" in _user(backend.calls[1])
+    assert result.result.valid
+
+
+def test_respects_max_actions_and_says_why_there_is_no_result():
+    answers = [set_constant("RADIUS", v) for v in (0.11, 0.12, 0.13, 0.14)]
+    result, backend, _ = _run(answers, ExecutorConfig(max_actions=3))
+    assert result.actions == 3 and len(backend.calls) == 3
+    assert not result.result.valid and "no valid result after 3 actions" in result.reason
+    assert "radius too small" in result.reason
+    assert "RADIUS = 0.13" in result.files["solution.py"]  # the last applied edit, with its validation
+
+
+def test_nothing_applied_leaves_the_input_and_no_result():
+    answers = [set_constant("RADIUS", 0.1)] * 2  # no change: rejected
+    result, _, validate = _run(answers, ExecutorConfig(max_actions=2))
+    assert result.result is None and validate.seen == [] and result.files == {"solution.py": PROGRAM}
+    assert "no change" in result.reason and result.applied == 0
+
+
+def test_transcript_and_usage_are_recorded():
+    result, backend, _ = _run(["not json", set_constant("RADIUS", 0.15), set_constant("RADIUS", 0.3)])
+    assert [s["step"] for s in result.transcript] == [0, 1, 2]
+    assert result.transcript[0]["action"] is None and result.transcript[0]["text"] == "not json"
+    assert result.transcript[1]["action"] == {"op": "set_constant", "name": "RADIUS", "value": 0.15}
+    assert result.transcript[1]["valid"] is False and result.transcript[2]["valid"] is True
+    assert result.prompt_tokens == 300 and result.completion_tokens == 60 and result.applied == 2
+    assert result.model_s >= 0 and result.eval_s >= 0
+    assert all(c["purpose"] == "executor" and c["sampling"].max_tokens == 192 for c in backend.calls)
+
+
+def test_targets_the_hypothesis_names_are_offered_first_then_everything():
+    answers = [set_constant("COUNT", 6), set_constant("COUNT", 7), set_constant("RADIUS", 0.3)]
+    result, backend, validate = _run(answers, ExecutorConfig(narrow_actions=1))
+    first, second = (call["schema"].model_json_schema() for call in backend.calls[:2])
+    assert "COUNT" not in json.dumps(first) and "score" not in json.dumps(first)
+    assert "COUNT" in json.dumps(second) and "replace_lines" in json.dumps(second)
+    assert result.transcript[0]["error"].startswith("the answer was not a valid action")
+    assert "Constants: RADIUS = 0.1\n" in _user(backend.calls[0])
+    assert [f["solution.py"].splitlines()[1] for f in validate.seen] == ["COUNT = 7", "COUNT = 7"]
+
+
+def test_prompt_is_short_and_names_the_hypothesis_and_targets():
+    _, backend, _ = _run([set_constant("RADIUS", 0.2)], hypothesis="Make it larger.")
+    system, user = backend.calls[0]["prompts"][0]
+    assert system["content"].startswith("Implement the hypothesis exactly as given")
+    assert "Hypothesis: Make it larger." in user["content"]
+    assert "Constants: RADIUS = 0.1, COUNT = 5" in user["content"] and "Functions: score" in user["content"]
+    assert len(user["content"]) < 1500
+
+
+def test_seedless_task_starts_with_a_write_file_draft():
+    draft = {"op": "write_file", "file": "solution.py", "content": "RADIUS = 0.3\n"}
+    result, backend, _ = _run([draft], files={})
+    schema = backend.calls[0]["schema"]
+    assert schema.model_json_schema()["properties"]["op"]["const"] == "write_file"
+    assert backend.calls[0]["sampling"].max_tokens == ExecutorConfig().draft_tokens
+    assert result.files == {"solution.py": "RADIUS = 0.3\n"} and result.result.valid
+
+
+def test_read_file_switches_the_shown_file_in_multi_file_tasks():
+    files = {"solution.py": PROGRAM, "helpers.py": "SCALE = 2\n"}
+    answers = [{"op": "read_file", "file": "helpers.py"}, set_constant("RADIUS", 0.2)]
+    backend = ScriptedBackend(answers)
+    result = Executor(backend).run("Try a change.", files, ["solution.py", "helpers.py"], Recorder())
+    assert "File solution.py" in _user(backend.calls[0]) and "File helpers.py" in _user(backend.calls[1])
+    assert result.result.valid and result.actions == 2 and result.files["helpers.py"] == "SCALE = 2\n"
+
+
+def test_window_centres_long_files_on_what_the_hypothesis_names():
+    text = "\n".join([f"A{i} = {i}" for i in range(300)] + ["def target():", "    return 1"])
+    lo, hi = window(text, "Rewrite target to return 2", 400)
+    assert lo <= 301 <= hi and hi - lo < 60
+    assert window(PROGRAM, "anything", 2500) == (1, len(PROGRAM.split("\n")))
+
+
+# --- the real embedded model -------------------------------------------------------------------------
+
+
+def run_program(files: dict[str, str]) -> EvalResult:
+    """A real validate: runs solution.py's score() in a child process, in a scratch directory."""
+    code = "import runpy; print(float(runpy.run_path('solution.py')['score']()))"
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, text in files.items():
+            (Path(tmp) / name).write_text(text)
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", code], cwd=tmp, capture_output=True, text=True, timeout=10
+            )
+        except subprocess.TimeoutExpired:
+            return EvalResult(valid=False, reason="timeout after 10 s", wall_s=time.perf_counter() - t0)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return EvalResult(
+            valid=False, reason=f"exit code {proc.returncode}", stderr_tail=proc.stderr[-500:], wall_s=wall
+        )
+    return EvalResult(valid=True, score=float(proc.stdout.strip()), wall_s=wall)
+
+
+@pytest.mark.slow
+def test_embedded_model_produces_an_applied_edit(embedded_backend):
+    executor = Executor(embedded_backend, ExecutorConfig(max_actions=4))
+    result = executor.run(
+        "Increase RADIUS to 0.2.",
+        {"solution.py": PROGRAM},
+        ["solution.py"],
+        run_program,
+        task_summary="Maximise score() = COUNT * RADIUS.",
+    )
+    assert result.applied >= 1, result.transcript
+    assert result.files["solution.py"] != PROGRAM
+    ast.parse(result.files["solution.py"])
+    assert result.completion_tokens > 0 and result.model_s > 0
