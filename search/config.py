@@ -14,7 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from policy.executor import ExecutorConfig
 from policy.scientist import ScientistConfig
+from rewards import RewardConfig
 from search.render import RenderConfig
+from training.grpo import GRPOConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,6 +69,23 @@ class SearchConfig(BaseModel):
     scientist: ScientistConfig = ScientistConfig()
     executor: ExecutorConfig = ExecutorConfig()
     render: RenderConfig = RenderConfig()
+    ttt: bool = False
+    """Test-time training: LoRA GRPO updates of the scientist during the search (transformers backend)."""
+    grpo: GRPOConfig = GRPOConfig()
+    """The GRPO update and its schedule (used when `ttt` is on)."""
+    reward: RewardConfig = RewardConfig()
+    """How an action's score becomes its reward (used when `ttt` is on)."""
+
+    @model_validator(mode="after")
+    def _ttt_needs_groups(self) -> SearchConfig:
+        if self.ttt and self.method != "arts":
+            raise ValueError(
+                f"ttt trains on groups of actions drawn from one proposal, which only method arts makes "
+                f"(got method={self.method!r}); use --method arts or drop --ttt"
+            )
+        if self.ttt and self.group < 2:
+            raise ValueError(f"ttt needs at least 2 actions per group to compare (group={self.group}); raise --group")
+        return self
 
     @model_validator(mode="after")
     def _group_fits(self) -> SearchConfig:

@@ -273,6 +273,7 @@ class Search:
             "wall_s": round(time.time() - self.t0, 2),
             "timing_s": {k: round(v, 2) for k, v in self.timing.items()},
             "stopped_because": reason,
+            "updates": _updates(self.store),
         }
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         self.store.log_event("finish", **summary)
@@ -280,6 +281,12 @@ class Search:
         write_report(run_dir, self.state)
         self.log(f"report: {run_dir / 'report.html'}")
         return summary
+
+
+def _updates(store: Store) -> dict:
+    """The TTT updates of the run: how many, and each one's stats (the store's `update` events)."""
+    steps = [e.payload for e in store.events("update")]
+    return {"count": len(steps), "steps": steps}
 
 
 def _table(record) -> str:

@@ -51,6 +51,11 @@ def build_search(cfg: SearchConfig, store: Store, log=print) -> Search:
         )
     search = Search(cfg, task, store, scientist, executor, log=log)
     holder["s"] = search
+    if cfg.ttt:
+        from training.ttt import TestTimeTraining
+
+        search.ttt = TestTimeTraining(scientist, cfg.grpo, cfg.reward, store.run_dir)
+        search.ttt.resume(search)
     return search
 
 
