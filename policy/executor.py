@@ -57,6 +57,10 @@ class ExecutorConfig(BaseModel):
     show_chars: int = Field(2500, ge=200)
     """How much of the focused file (line-numbered) a prompt shows; longer files show a window around
     the lines the hypothesis mentions."""
+    constants_first: bool = True
+    """When the hypothesis names no target, the first `narrow_actions` actions may only set constants:
+    measured with the 135M default, constant edits reached a valid program in 6 of 6 runs while function
+    bodies applied in 1 of 12 actions. Large models lose little (a later action may rewrite code)."""
     narrow_actions: int = Field(3, ge=0)
     """For this many first actions, when the hypothesis names constants or functions of the file, only
     those are offered (set_constant / replace_function): a small model then cannot wander off to another
@@ -207,7 +211,9 @@ class Executor:
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
-            schema = self._schema(work, focus, span, seedless, named or None)
+            schema = self._schema(
+                work, focus, span, seedless, named or None, constants_only=step < cfg.narrow_actions
+            )
             ctx = {"task_summary": task_summary, "instructions": instructions, "last_error": last_error}
             messages = self.prompt(hypothesis, work, focus, span, _ops_of(schema), named or None, **ctx)
             entry, action = self._ask(messages, schema, seedless, out)
@@ -226,10 +232,17 @@ class Executor:
         return out
 
     def _schema(
-        self, work: dict[str, str], focus: str, span: tuple[int, int], seedless: bool, only: set[str] | None
+        self,
+        work: dict[str, str],
+        focus: str,
+        span: tuple[int, int],
+        seedless: bool,
+        only: set[str] | None,
+        constants_only: bool = False,
     ) -> type[BaseModel]:
         """This step's action schema: a draft for a seedless task; else the configured ops (plus read_file
-        with several files), narrowed to `only` when given and any target is left, else whole-file writes."""
+        with several files), narrowed to `only` when given and any target is left, else whole-file writes.
+        With `constants_only` (early steps, `constants_first`) and nothing named, constants come first."""
         if seedless:
             return edit_schema(work, {"write_file"}, focus=focus)
         ops, cfg = set(self.config.ops) | ({"read_file"} if len(work) > 1 else set()), self.config
@@ -238,6 +251,11 @@ class Executor:
                 return edit_schema(work, ops & {"set_constant", "replace_function"}, focus, span, only=only)
             except EditError:
                 pass  # the named targets cannot be edited by the configured ops
+        elif constants_only and cfg.constants_first and "set_constant" in ops:
+            try:
+                return edit_schema(work, {"set_constant"}, focus, span)
+            except EditError:
+                pass  # no constants in this program
         try:
             return edit_schema(work, ops, focus, span, cfg.max_anchors)
         except EditError:

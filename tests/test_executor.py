@@ -88,7 +88,9 @@ class Recorder:
 def _run(answers: list, config: ExecutorConfig | None = None, files=None, hypothesis: str = "Double RADIUS."):
     backend, validate = ScriptedBackend(answers), Recorder()
     files = files if files is not None else {"solution.py": PROGRAM}
-    result = Executor(backend, config or ExecutorConfig()).run(hypothesis, files, ["solution.py"], validate)
+    result = Executor(backend, config or ExecutorConfig(constants_first=False)).run(
+        hypothesis, files, ["solution.py"], validate
+    )
     return result, backend, validate
 
 
@@ -198,7 +200,9 @@ def test_read_file_switches_the_shown_file_in_multi_file_tasks():
     files = {"solution.py": PROGRAM, "helpers.py": "SCALE = 2\n"}
     answers = [{"op": "read_file", "file": "helpers.py"}, set_constant("RADIUS", 0.2)]
     backend = ScriptedBackend(answers)
-    result = Executor(backend).run("Try a change.", files, ["solution.py", "helpers.py"], Recorder())
+    result = Executor(backend, ExecutorConfig(constants_first=False)).run(
+        "Try a change.", files, ["solution.py", "helpers.py"], Recorder()
+    )
     assert "File solution.py" in _user(backend.calls[0]) and "File helpers.py" in _user(backend.calls[1])
     assert result.result.valid and result.actions == 2 and result.files["helpers.py"] == "SCALE = 2\n"
 
@@ -248,3 +252,13 @@ def test_embedded_model_produces_an_applied_edit(embedded_backend):
     assert result.files["solution.py"] != PROGRAM
     ast.parse(result.files["solution.py"])
     assert result.completion_tokens > 0 and result.model_s > 0
+
+
+def test_constants_come_first_when_the_hypothesis_names_nothing():
+    backend = ScriptedBackend([set_constant("RADIUS", 0.3)])
+    result = Executor(backend, ExecutorConfig()).run(
+        "Make it better.", {"solution.py": PROGRAM}, ["solution.py"], Recorder()
+    )
+    schema = backend.calls[0]["schema"].model_json_schema()
+    assert "replace_function" not in json.dumps(schema) and "set_constant" in json.dumps(schema)
+    assert result.result is not None and result.result.valid
