@@ -61,7 +61,9 @@ class Pricing(BaseModel):
     def cost(self, usage: Usage) -> float:
         fresh = max(usage.prompt_tokens - usage.cached_tokens, 0)
         return (
-            fresh * self.input_per_m + usage.cached_tokens * self.cached_per_m + usage.completion_tokens * self.output_per_m
+            fresh * self.input_per_m
+            + usage.cached_tokens * self.cached_per_m
+            + usage.completion_tokens * self.output_per_m
         ) / 1e6
 
 

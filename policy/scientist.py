@@ -9,6 +9,7 @@ model output.
 
 from __future__ import annotations
 
+import json
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -97,15 +98,19 @@ def proposal_schema(parent_ids: list[int], k: int) -> type[BaseModel]:
         rationale=(str, Field(max_length=100)),
     )
     return create_model(
-        "Proposal", __config__=ConfigDict(extra="forbid"), candidates=(list[cand], Field(min_length=k, max_length=k))
+        "Proposal",
+        __config__=ConfigDict(extra="forbid"),
+        candidates=(list[cand], Field(min_length=k, max_length=k)),
     )
 
 
 def canonical_action(c: dict) -> str:
-    """The single-action text that training scores: same keys, order and spacing as the grammar emits."""
-    return candidate_schema([int(c["parent"])])(
+    """The single-action text that training scores, written exactly as the grammar emits it (same key
+    order, `", "` and `": "` separators, no ASCII escaping), so its masked log-prob is finite."""
+    action = candidate_schema([int(c["parent"])])(
         parent=c["parent"], hypothesis=c["hypothesis"], axis=c["axis"]
-    ).model_dump_json()
+    )
+    return json.dumps(action.model_dump(), separators=(", ", ": "), ensure_ascii=False)
 
 
 class Scientist:
@@ -117,7 +122,9 @@ class Scientist:
     def _call(self, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None):
         messages: list[Message] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
         sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
-        out = self.backend.generate(messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose)
+        out = self.backend.generate(
+            messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose
+        )
         return messages, out[0][0]
 
     def audit(self, context: str, seed: int | None = None) -> tuple[AuditNotes | None, Completion]:
@@ -129,7 +136,9 @@ class Scientist:
         _, c = self._call(user, AuditNotes, "audit", 200, seed)
         return c.parsed, c
 
-    def choose_inspect(self, state: str, ids: list[int], seed: int | None = None) -> tuple[list[int], Completion | None]:
+    def choose_inspect(
+        self, state: str, ids: list[int], seed: int | None = None
+    ) -> tuple[list[int], Completion | None]:
         if not ids or self.config.inspect == 0:
             return [], None
         schema = create_model(
@@ -141,7 +150,9 @@ class Scientist:
         _, c = self._call(user, schema, "inspect", 40, seed)
         return (list(dict.fromkeys(c.parsed.nodes)) if c.parsed else []), c
 
-    def attribute(self, report: str, node: int, seed: int | None = None) -> tuple[Attribution | None, Completion]:
+    def attribute(
+        self, report: str, node: int, seed: int | None = None
+    ) -> tuple[Attribution | None, Completion]:
         schema = create_model("Attr", __base__=Attribution, node=(Literal[node], ...))  # type: ignore[valid-type]
         user = (
             f"{report}\n\nNode {node} failed or regressed. Was the idea wrong, or its implementation (a bug, "
@@ -158,7 +169,7 @@ class Scientist:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
         ask += (
             " parent: the node to start from; hypothesis: one concrete change, naming what to change and to what"
-            " (e.g. \"raise STEP_SIZE from 0.1 to 0.2\"); axis: a 1-3 word label."
+            ' (e.g. "raise STEP_SIZE from 0.1 to 0.2"); axis: a 1-3 word label.'
         )
         messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
         cands: list[dict] = []
@@ -167,4 +178,6 @@ class Scientist:
             for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
                 cand["stated_probability"], cand["probability"] = cand["probability"], p
                 cands.append(cand)
-        return Proposal(candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema())
+        return Proposal(
+            candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema()
+        )

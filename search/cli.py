@@ -143,6 +143,10 @@ def _overrides(args: argparse.Namespace) -> dict:
         ("executor_model", "executor_model.model"),
         ("executor_backend", "executor_model.backend"),
         ("executor_base_url", "executor_model.base_url"),
+        ("ttt", "ttt"),
+        ("update_every", "grpo.update_every"),
+        ("lora_rank", "grpo.lora_rank"),
+        ("lr", "grpo.lr"),
     ):
         value = getattr(args, flag, None)
         if value is not None:
@@ -187,6 +191,53 @@ def cmd_report(args: argparse.Namespace) -> int:
     run_dir = Path(args.run_dir)
     with Store.open(run_dir, create=False) as store:
         print(write_report(run_dir, store.load_state()))
+    return 0
+
+
+def _load_run(run_dir: str):
+    """(stored state, resolved config, scientist model spec) of a run, for the training commands."""
+    from search.store import Store
+
+    path = Path(run_dir)
+    cfg = load_config(path / "config.toml", {}) if (path / "config.toml").is_file() else None
+    with Store.open(path, create=False) as store:
+        return store.load_state(), cfg, (cfg.scientist_model.model if cfg else None)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from training.export import RunInfo, export
+
+    state, cfg, model = _load_run(args.run_dir)
+    best = state.best()
+    rollout = state.rollouts.get(best.rollout) if best and best.rollout else None
+    info = RunInfo(
+        task=Path(cfg.task).name if cfg else "unknown", model=model,
+        reward=cfg.reward.model_dump_json(exclude_none=True) if cfg else "",
+        updates=[e.payload for e in state.events.values() if e.kind == "update"],
+        best_node=best.id if best else None, best_score=best.raw_score if best else None,
+        best_adapter=rollout.adapter if rollout else None,
+    )  # fmt: skip
+    print(export(Path(args.run_dir), Path(args.out), args.adapter, args.merge, info))
+    return 0
+
+
+def cmd_rollouts_export(args: argparse.Namespace) -> int:
+    from training.offline import export_rollouts, rollout_records
+
+    state, _, model = _load_run(args.run_dir)
+    records = rollout_records([r.model_dump() for r in state.rollouts.values()], args.run_dir, model)
+    print(f"{export_rollouts(records, Path(args.out))}: {len(records)} rewarded rollouts")
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from training.offline import OfflineConfig, rollout_records, train
+
+    records = []
+    for run_dir in args.runs:
+        state, _, model = _load_run(run_dir)
+        records += rollout_records([r.model_dump() for r in state.rollouts.values()], run_dir, model)
+    print(train(records, Path(args.out), OfflineConfig(method=args.method, steps=args.steps), args.model))
     return 0
 
 
@@ -235,12 +286,37 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--drafts", type=int, help="greedy: initial drafts")
     se.add_argument("--seed", type=int)
     se.add_argument("--run-dir", help="where the run goes (default runs/<task>-<time>)")
+    se.add_argument("--ttt", action="store_true", default=None, help="test-time training (LoRA GRPO)")
+    se.add_argument("--update-every", type=int, metavar="M", help="TTT: rounds between GRPO updates")
+    se.add_argument("--lora-rank", type=int, metavar="R", help="TTT: LoRA rank")
+    se.add_argument("--lr", type=float, help="TTT: learning rate")
     se.add_argument("--resume", help="continue the run in this directory")
     se.add_argument("--config", help="TOML file with a SearchConfig")
     se.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="any config field, e.g. scientist.tail_depth=2"
     )
     se.set_defaults(fn=cmd_search)
+
+    ex = sub.add_parser("export", help="a run's TTT adapter as a peft folder (or --merge: a full model)")
+    ex.add_argument("run_dir")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--adapter", default="latest", help="latest | best | K (the checkpoint adapters/K)")
+    ex.add_argument("--merge", action="store_true", help="fold the adapter into the base model")
+    ex.set_defaults(fn=cmd_export)
+    ro = sub.add_parser("rollouts", help="a run's rewarded rollouts").add_subparsers(
+        dest="rollouts_cmd", required=True
+    )
+    rx = ro.add_parser("export", help="save them as a `datasets` dataset")
+    rx.add_argument("run_dir")
+    rx.add_argument("--out", required=True)
+    rx.set_defaults(fn=cmd_rollouts_export)
+    tr = sub.add_parser("train", help="train an adapter offline on runs' rollouts (TRL SFT or DPO)")
+    tr.add_argument("--from", dest="runs", nargs="+", required=True, metavar="RUN_DIR")
+    tr.add_argument("--out", required=True)
+    tr.add_argument("--method", choices=["sft", "dpo"], default="sft")
+    tr.add_argument("--steps", type=int, default=20)
+    tr.add_argument("--model", help="base model (default: the runs' scientist model)")
+    tr.set_defaults(fn=cmd_train)
 
     sv = sub.add_parser(
         "serve", help="serve a local model (and adapter) through the OpenAI protocol", add_help=False

@@ -84,7 +84,9 @@ class SearchConfig(BaseModel):
                 f"(got method={self.method!r}); use --method arts or drop --ttt"
             )
         if self.ttt and self.group < 2:
-            raise ValueError(f"ttt needs at least 2 actions per group to compare (group={self.group}); raise --group")
+            raise ValueError(
+                f"ttt needs at least 2 actions per group to compare (group={self.group}); raise --group"
+            )
         return self
 
     @model_validator(mode="after")

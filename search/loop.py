@@ -75,11 +75,12 @@ class Search:
         self.store.update(record)
         getattr(self.state, _table(record))[record.id] = record
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self, within_round: bool = False) -> str | None:
+        """Why the run must stop now; inside a round the round cap does not cut the round short."""
         b = self.cfg.budget
         if self.evals >= b.evals:
             return f"evaluation budget spent ({self.evals}/{b.evals})"
-        if self.round >= b.rounds:
+        if not within_round and self.round >= b.rounds:
             return f"round cap reached ({b.rounds})"
         if b.tokens is not None and sum(self.tokens.values()) >= b.tokens:
             return f"token budget spent ({sum(self.tokens.values())}/{b.tokens})"

@@ -100,7 +100,7 @@ def propose(s: Search, parents: list[int] | None = None) -> tuple[list[dict], ob
 def run_group(s: Search, cands: list[dict], prop, picks: list[tuple[int, float, bool]]) -> None:
     group = s.round
     for idx, prob, _tail in picks:
-        if s.stop_reason():
+        if s.stop_reason(within_round=True):
             return
         c = cands[idx]
         rollout = s.add(
@@ -137,7 +137,7 @@ def arts_round(s: Search) -> None:
 
 def _first_candidate_rounds(s: Search, choose_parent: Callable[[], Node]) -> None:
     for _ in range(s.cfg.group):
-        if s.stop_reason():
+        if s.stop_reason(within_round=True):
             return
         parent = choose_parent()
         cands, prop, _ = propose(s, parents=[parent.id])
@@ -165,7 +165,7 @@ def random_round(s: Search) -> None:
 def mutate_round(s: Search) -> None:
     """Random edits from the best node (70%) or a random valid one; no model is called."""
     for _ in range(s.cfg.group):
-        if s.stop_reason():
+        if s.stop_reason(within_round=True):
             return
         valid = s.state.valid_nodes()
         parent = s.state.best() if s.rng.random() < 0.7 else s.rng.choice(valid)

@@ -78,7 +78,9 @@ class TaskConfig(_Strict):
     @classmethod
     def _name(cls, v: str) -> str:
         if not re.fullmatch(r"[a-z0-9][a-z0-9-]*", v):
-            raise ValueError(f"{v!r} is not a task name; use lower-case letters, digits and dashes, e.g. 'my-task'")
+            raise ValueError(
+                f"{v!r} is not a task name; use lower-case letters, digits and dashes, e.g. 'my-task'"
+            )
         return v
 
     @field_validator("editable", "material", "hidden")
@@ -93,17 +95,23 @@ class TaskConfig(_Strict):
     def _kind_rules(self) -> TaskConfig:
         if self.kind == "optimize":
             if self.evaluate is None:
-                raise ValueError("an 'optimize' task needs an [evaluate] section with a command that writes result.json")
+                raise ValueError(
+                    "an 'optimize' task needs an [evaluate] section with a command that writes result.json"
+                )
             if self.metric is None:
                 raise ValueError("an 'optimize' task needs a [metric] section with name and direction")
         else:
             if self.test is None:
                 raise ValueError("an 'answer' task needs a [test] section that grades the deliverable")
             if self.evaluate is not None:
-                raise ValueError("an 'answer' task has no [evaluate] section (the search sees no score); remove it")
+                raise ValueError(
+                    "an 'answer' task has no [evaluate] section (the search sees no score); remove it"
+                )
         overlap = set(self.editable) & (set(self.material) | set(self.hidden))
         if overlap:
-            raise ValueError(f"{sorted(overlap)} listed as editable and as material/hidden; list each file once")
+            raise ValueError(
+                f"{sorted(overlap)} listed as editable and as material/hidden; list each file once"
+            )
         return self
 
 
@@ -181,7 +189,9 @@ def _expand(root: Path, entries: list[str]) -> list[Path]:
     for entry in entries:
         p = root / entry
         if p.is_dir():
-            files += sorted(f.relative_to(root) for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+            files += sorted(
+                f.relative_to(root) for f in p.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+            )
         elif p.is_file():
             files.append(Path(entry))
     return files
@@ -205,9 +215,13 @@ def load_task(path: str | Path) -> Task:
     root = Path(path).resolve()
     toml_path = root / "task.toml"
     if not root.is_dir():
-        raise TaskError(f"{root}: no such task directory; give a built-in task name (`arts tasks list`) or a directory")
+        raise TaskError(
+            f"{root}: no such task directory; give a built-in task name (`arts tasks list`) or a directory"
+        )
     if not toml_path.is_file():
-        raise TaskError(f"{toml_path}: missing; a task directory needs a task.toml (see DESIGN.md, 'The task contract')")
+        raise TaskError(
+            f"{toml_path}: missing; a task directory needs a task.toml (see DESIGN.md, 'The task contract')"
+        )
     try:
         raw = tomllib.loads(toml_path.read_text())
     except tomllib.TOMLDecodeError as e:
@@ -218,27 +232,41 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(_format_errors(toml_path, e)) from None
     problems = []
     if not (root / config.statement).is_file():
-        problems.append(f"  field 'statement': file {config.statement!r} not found in {root}; create it or fix the name")
+        problems.append(
+            f"  field 'statement': file {config.statement!r} not found in {root}; create it or fix the name"
+        )
     for key in ("material", "hidden"):
         for entry in getattr(config, key):
             if not (root / entry).exists():
-                problems.append(f"  field '{key}': {entry!r} not found in {root}; create it or remove it from the list")
+                problems.append(
+                    f"  field '{key}': {entry!r} not found in {root}; create it or remove it from the list"
+                )
     for key in ("evaluate", "test"):
         cmd = getattr(config, key)
         if cmd is None:
             continue
         for arg in cmd.command[1:]:
             if arg.endswith(".py") and not (root / arg).is_file():
-                problems.append(f"  field '{key}.command': script {arg!r} not found in {root}; create it or fix the path")
-            elif key == "evaluate" and any(arg == h or arg.startswith(h.rstrip("/") + "/") for h in config.hidden):
-                problems.append(f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material")
+                problems.append(
+                    f"  field '{key}.command': script {arg!r} not found in {root}; create it or fix the path"
+                )
+            elif key == "evaluate" and any(
+                arg == h or arg.startswith(h.rstrip("/") + "/") for h in config.hidden
+            ):
+                problems.append(
+                    f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material"
+                )
     if problems:
         raise TaskError("\n".join([f"{toml_path}: {len(problems)} problem(s)", *problems]))
     return Task(root, config)
 
 
 def builtin_names() -> list[str]:
-    return sorted(p.name for p in BUILTIN_DIR.iterdir() if (p / "task.toml").is_file()) if BUILTIN_DIR.is_dir() else []
+    return (
+        sorted(p.name for p in BUILTIN_DIR.iterdir() if (p / "task.toml").is_file())
+        if BUILTIN_DIR.is_dir()
+        else []
+    )
 
 
 def resolve_task(name_or_dir: str | Path) -> Task:

@@ -40,4 +40,6 @@ class Registry(Generic[T]):
                 return getattr(importlib.import_module(module), attr)
             except (ImportError, AttributeError) as e:
                 raise KeyError(f"cannot import {self.kind} {name!r}: {e}") from None
-        raise KeyError(f"unknown {self.kind} {name!r}; known: {', '.join(self.names())} (or give module:attr)")
+        raise KeyError(
+            f"unknown {self.kind} {name!r}; known: {', '.join(self.names())} (or give module:attr)"
+        )

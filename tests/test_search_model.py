@@ -14,11 +14,15 @@ pytestmark = pytest.mark.slow
 
 
 def test_arts_search_with_the_embedded_model_on_circle_packing(tmp_path):
-    cfg = SearchConfig(task="circle-packing-26", group=2, budget={"evals": 6}, scientist={"candidates": 3, "audits": 2})
+    cfg = SearchConfig(
+        task="circle-packing-26", group=2, budget={"evals": 6}, scientist={"candidates": 3, "audits": 2}
+    )
     summary = start_run(cfg, tmp_path / "run", log=print)
     with Store.open(tmp_path / "run", create=False) as store:
         state = store.load_state()
-    assert sum(i.kind == "audit" for i in state.insights.values()) >= 3  # audit statements, kept for every prompt
+    assert (
+        sum(i.kind == "audit" for i in state.insights.values()) >= 3
+    )  # audit statements, kept for every prompt
     rollouts = list(state.rollouts.values())
     assert rollouts, "no proposal was drawn"
     for r in rollouts:
@@ -26,7 +30,9 @@ def test_arts_search_with_the_embedded_model_on_circle_packing(tmp_path):
         assert 0 <= r.drawn < len(r.candidates) and json.loads(r.action)["parent"] in state.nodes
     assert any(e.kind == "draw" for e in state.events.values())
     children = [n for n in state.nodes.values() if n.parent is not None]
-    assert children and all(n.transcript for n in children if n.status != "invalid" or "budget" not in n.reason)
+    assert children and all(
+        n.transcript for n in children if n.status != "invalid" or "budget" not in n.reason
+    )
     assert any(n.status == "valid" for n in children), [n.reason for n in children]
     assert any(i.kind == "memory" for i in state.insights.values())
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["nodes"] == summary["nodes"]

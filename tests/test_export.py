@@ -1,0 +1,187 @@
+"""Export and offline training: a run's adapter loads in a fresh process with the same logits, merges
+into a full model, resolves `best`; rollouts become a dataset; TRL trains SFT and DPO adapters."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from search.cli import main
+from search.config import SearchConfig, to_toml
+from search.state import Event, Node, Rollout
+from search.store import Store
+from training.checkpoint import save_checkpoint
+from training.export import RunInfo, export
+from training.grpo import GRPOConfig, lora_config, make_optimizer
+from training.offline import OfflineConfig, dpo_rows, rollout_records, sft_rows, train
+
+PROBE = [1, 500, 2000, 7, 42, 9, 13]
+PROMPT = [{"role": "system", "content": "Answer with JSON."}, {"role": "user", "content": "Propose."}]
+
+
+def action(i: int) -> str:
+    return json.dumps({"parent": 1, "hypothesis": f"hypothesis number {i} for the test", "axis": "axis"})
+
+
+@pytest.fixture
+def run_dir(tmp_path, tiny_backend) -> Path:
+    """A finished TTT run on the tiny model: checkpoints 0 and 1 (1 moved away from the base), a store
+    whose best node was drawn under adapters/1, two rewarded groups, and its config."""
+    run = tmp_path / "run"
+    config = GRPOConfig()
+    torch.manual_seed(0)
+    tiny_backend.add_adapter("ttt", lora_config(config))
+    model = tiny_backend.model
+    opt = make_optimizer(model, "ttt", config)
+    save_checkpoint(run, 0, model, "ttt", tiny_backend.path, opt, {"last_round": 0})
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.05)
+    save_checkpoint(run, 1, model, "ttt", tiny_backend.path, opt, {"last_round": 1})
+    (run / "config.toml").write_text(
+        to_toml(SearchConfig(task="toy", scientist_model={"model": str(tiny_backend.path)}))
+    )
+    with Store.open(run) as store:
+        store.add(Node(status="seed", score=-4.0, raw_score=-4.0))
+        for i in range(8):
+            group, adapter = 1 + i // 4, f"adapters/{i // 4}"
+            r = store.add(
+                Rollout(
+                    round=group,
+                    group=group,
+                    prompt=PROMPT,
+                    action=action(i),
+                    reward=float(i % 2),
+                    adapter=adapter,
+                    old_logprob=-3.0,
+                )
+            )
+            node = store.add(Node(parent=1, status="valid", score=-1.0 + i, raw_score=-1.0 + i, rollout=r.id))
+            r.node = node.id
+            store.update(r)
+        store.add(
+            Event(
+                kind="update",
+                payload={
+                    "k": 1,
+                    "round": 1,
+                    "reward_mean": 0.5,
+                    "groups_used": 1,
+                    "groups_skipped": 0,
+                    "loss": 0.1,
+                },
+            )
+        )
+    return run
+
+
+def adapter_logits(backend) -> torch.Tensor:
+    from policy.decoding import hf_model
+    from training.logprobs import adapter_scope
+
+    with torch.no_grad(), adapter_scope(backend.model, "ttt"):
+        return hf_model(backend.model)(torch.tensor([PROBE])).logits[0]
+
+
+FRESH = """
+import sys, json, torch
+from transformers import AutoModelForCausalLM
+path, merged = sys.argv[1], sys.argv[2] == "merged"
+if merged:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype="float32")
+else:
+    from peft import PeftModel
+    base = json.load(open(path + "/adapter_config.json"))["base_model_name_or_path"]
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base, dtype="float32"), path)
+with torch.no_grad():
+    torch.save(model(torch.tensor([{probe}])).logits[0], sys.argv[3])
+"""
+
+
+def fresh_logits(path: Path, merged: bool, tmp_path: Path) -> torch.Tensor:
+    out = tmp_path / f"logits-{merged}.pt"
+    code = FRESH.format(probe=PROBE)
+    subprocess.run(
+        [sys.executable, "-c", code, str(path), "merged" if merged else "adapter", str(out)], check=True
+    )
+    return torch.load(out)
+
+
+def test_exported_adapter_gives_the_same_logits_in_a_fresh_process(run_dir, tiny_backend, tmp_path):
+    out = tmp_path / "exported"
+    assert main(["export", str(run_dir), "--out", str(out), "--adapter", "best"]) == 0
+    assert {p.name for p in out.iterdir()} == {
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "README.md",
+    }
+    expected = adapter_logits(tiny_backend)
+    assert torch.equal(fresh_logits(out, False, tmp_path), expected)
+    card = (out / "README.md").read_text()
+    assert (
+        "task toy" in card and "adapters/1" in card and str(tiny_backend.path) in card and "| 1 | 1 |" in card
+    )
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["peft_type"] == "LORA" and not config.get("modules_to_save")
+    from safetensors.torch import load_file
+
+    keys = list(load_file(out / "adapter_model.safetensors"))
+    assert all(k.startswith("base_model.model.model.layers.") and ".ttt." not in k for k in keys)
+
+
+def test_merged_export_is_a_full_model_with_the_adapters_logits(run_dir, tiny_backend, tmp_path):
+    out = export(run_dir, tmp_path / "merged", "latest", merge=True, info=RunInfo(task="toy"))
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md"} <= {
+        p.name for p in out.iterdir()
+    }
+    torch.testing.assert_close(
+        fresh_logits(out, True, tmp_path), adapter_logits(tiny_backend), atol=1e-5, rtol=1e-5
+    )
+
+
+def test_export_resolves_adapters_and_refuses_clearly(run_dir, tmp_path):
+    with pytest.raises(ValueError, match="latest, best or one of"):
+        export(run_dir, tmp_path / "x", "7")
+    with pytest.raises(ValueError, match="not proposed under a TTT adapter"):
+        export(run_dir, tmp_path / "x", "best", info=RunInfo(best_node=1))
+    export(run_dir, tmp_path / "zero", "0")
+    with pytest.raises(ValueError, match="not empty"):
+        export(run_dir, tmp_path / "zero", "1")
+
+
+def test_rollouts_export_as_a_dataset_and_pairs_within_groups(run_dir, tmp_path):
+    from datasets import load_from_disk
+
+    assert main(["rollouts", "export", str(run_dir), "--out", str(tmp_path / "data")]) == 0
+    data = load_from_disk(str(tmp_path / "data"))
+    assert len(data) == 8 and data[0]["prompt"] == PROMPT and data[0]["action"].startswith('{"parent": 1, ')
+    records = data.to_list()
+    assert len(sft_rows(records)) == 4
+    pairs = dpo_rows(records)
+    assert len(pairs) == 8  # per group: 2 rewarded x 2 unrewarded
+    assert all(p["chosen"] != p["rejected"] for p in pairs)
+
+
+@pytest.mark.parametrize("method", ["sft", "dpo"])
+def test_offline_training_with_trl_writes_a_loadable_adapter(run_dir, tiny_backend, tmp_path, method):
+    out = tmp_path / method
+    assert main(["train", "--from", str(run_dir), "--out", str(out), "--method", method, "--steps", "2"]) == 0
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert Path(config["base_model_name_or_path"]) == tiny_backend.path
+    assert json.loads((out / "training.json").read_text())["method"] == method
+    tiny_backend.load_adapter("offline", out)
+    assert tiny_backend.generate(PROMPT, adapter="offline")[0][0].text is not None
+
+
+def test_offline_training_refuses_runs_without_signal():
+    records = rollout_records(
+        [{"round": 1, "group": 1, "prompt": PROMPT, "action": action(0), "reward": 0.0}], "r", None
+    )
+    with pytest.raises(ValueError, match="nothing to train on"):
+        train(records, Path("unused"), OfflineConfig(method="dpo"))

@@ -1,0 +1,135 @@
+"""Action targets for training: the single action as the grammar writes it, its masks, its log-probs.
+
+GRPO scores one action text after one state prompt under the grammar mask that sampling used, once
+without gradients (the old policy, when the action is drawn) and once with them (the update). Both go
+through `policy.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
+ratio before the first update is 1 up to float rounding (the two calls batch different rows).
+
+Action texts from stored rollouts are re-serialised through `policy.scientist.canonical_action`
+(`grammar_text`): xgrammar with `any_whitespace=False` emits `", "` and `": "` separators, and any other
+spacing is rejected by the mask, so its masked log-prob would be -inf.
+The length-capped string fields of the action schema allow no escapes at all (`[^"\\\r\n]`), so an
+action holding a quote, a backslash or a newline cannot be scored; `build_targets` returns None for it
+and the caller leaves it out of training.
+
+Deliberately not here: anything that decides what to train on (that is `training.ttt`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from pydantic import BaseModel
+
+from policy.decoding import completion_logprobs
+from policy.scientist import candidate_schema, canonical_action
+
+ACTION_KEYS = ("parent", "hypothesis", "axis")
+"""The single action's fields, in the order the action schema (and so the grammar) writes them."""
+
+
+def grammar_text(action: str | dict[str, Any]) -> str:
+    """The action exactly as constrained decoding writes it: schema key order, `", "` and `": "`
+    separators, non-ASCII characters as they are. Idempotent."""
+    return canonical_action(json.loads(action) if isinstance(action, str) else action)
+
+
+def parent_ids(json_schema: dict[str, Any] | None, action: str) -> list[int]:
+    """The parent ids the proposal allowed (its schema's `parent` enum), else the action's own parent."""
+    props: dict[str, Any] = {}
+    if json_schema:
+        defs = json_schema.get("$defs", {})
+        props = defs.get("Candidate", {}).get("properties") or json_schema.get("properties", {})
+    parent = props.get("parent", {})
+    if "enum" in parent:
+        return [int(i) for i in parent["enum"]]
+    if "const" in parent:
+        return [int(parent["const"])]
+    return [int(json.loads(action)["parent"])]
+
+
+def action_schema(json_schema: dict[str, Any] | None, action: str) -> type[BaseModel]:
+    """The single-action schema whose grammar masks the training target of this rollout."""
+    return candidate_schema(parent_ids(json_schema, action))
+
+
+@dataclass
+class ActionTarget:
+    """One action's completion tokens (ending with the stop token the grammar requires) and the packed
+    grammar mask before each token: (len(tokens), ceil(V/32)) int32."""
+
+    tokens: list[int]
+    allowed: torch.Tensor
+
+
+def stop_token(backend: Any) -> int:
+    """The stop token that ends a constrained completion (the tokenizer's eos where it is one)."""
+    eos = backend.tokenizer.eos_token_id
+    return eos if eos in backend.stop_ids else min(backend.stop_ids)
+
+
+def build_targets(backend: Any, schema: type[BaseModel], texts: list[str]) -> list[ActionTarget | None]:
+    """Tokens and replayed masks of each text; None where the grammar rejects the text (see the module
+    docstring), since such a target has probability zero under the mask."""
+    stop = stop_token(backend)
+    out: list[ActionTarget | None] = []
+    for text in texts:
+        tokens = backend.tokenizer.encode(text, add_special_tokens=False) + [stop]
+        masks, rejected = backend.grammars.replay_bitmasks(schema, tokens)
+        out.append(None if rejected is not None else ActionTarget(tokens, masks.clone()))
+    return out
+
+
+def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-padded (ids (N, L), mask (N, L) bool, allowed (N, L, W)); padding is all-allowed."""
+    length = max(len(t.tokens) for t in targets)
+    width = targets[0].allowed.shape[-1]
+    ids = torch.full((len(targets), length), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(targets), length), dtype=torch.bool)
+    allowed = torch.full((len(targets), length, width), -1, dtype=torch.int32)
+    for row, t in enumerate(targets):
+        ids[row, : len(t.tokens)] = torch.tensor(t.tokens)
+        mask[row, : len(t.tokens)] = True
+        allowed[row, : len(t.tokens)] = t.allowed
+    return ids, mask, allowed
+
+
+def target_logprobs(
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, with gradients
+    when grad mode is on; and the (N, L) token mask."""
+    ids, mask, allowed = pack(targets, pad_id)
+    values = completion_logprobs(model, torch.tensor(prompt_ids), ids, mask, allowed=allowed)
+    return values, mask.to(values.device)
+
+
+@torch.no_grad()
+def score_targets(
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int
+) -> list[list[float]]:
+    """Per-token masked log-probs of each target under the active adapter (no gradients)."""
+    values, _ = target_logprobs(model, prompt_ids, targets, pad_id)
+    return [values[row, : len(t.tokens)].tolist() for row, t in enumerate(targets)]
+
+
+@contextmanager
+def adapter_scope(model: Any, name: str) -> Iterator[None]:
+    """Run with peft adapter `name` active; restores the previous active adapter and every parameter's
+    requires_grad (peft's `set_adapter` changes them). Considered: trl's `use_adapter` makes the same
+    switch but restores no flags, and importing trl costs 2.4 s here; the backend's switch is private."""
+    flags = [(p, p.requires_grad) for p in model.parameters()]
+    previous = model.active_adapter
+    try:
+        model.set_adapter(name)
+        yield
+    finally:
+        if isinstance(previous, str) and previous in model.peft_config:
+            model.set_adapter(previous)
+        for param, flag in flags:
+            param.requires_grad_(flag)
