@@ -137,18 +137,22 @@ class Scientist:
         return c.parsed, c
 
     def choose_inspect(
-        self, state: str, ids: list[int], seed: int | None = None
-    ) -> tuple[list[int], Completion | None]:
+        self, state: str, ids: list[int], memory_ids: list[int] | None = None, seed: int | None = None
+    ) -> tuple[list[int], list[int], Completion | None]:
+        """Nodes to inspect, and memory entries (shown as `[m<id>]`) to drop as wrong or stale."""
         if not ids or self.config.inspect == 0:
-            return [], None
-        schema = create_model(
-            "Inspect",
-            __config__=ConfigDict(extra="forbid"),
-            nodes=(list[_ids(ids)], Field(min_length=1, max_length=self.config.inspect)),
-        )
-        user = f"{state}\n\nWhich nodes should be inspected (code diff, curves, output) before proposing?"
-        _, c = self._call(user, schema, "inspect", 40, seed)
-        return (list(dict.fromkeys(c.parsed.nodes)) if c.parsed else []), c
+            return [], [], None
+        fields: dict = {"nodes": (list[_ids(ids)], Field(min_length=1, max_length=self.config.inspect))}
+        if memory_ids:
+            fields["forget"] = (list[_ids(memory_ids)], Field(max_length=2))
+        schema = create_model("Inspect", __config__=ConfigDict(extra="forbid"), **fields)
+        ask = "Which nodes should be inspected (code diff, curves, output) before proposing?"
+        if memory_ids:
+            ask += " forget: ids of memory entries that are wrong or stale (may be empty)."
+        _, c = self._call(f"{state}\n\n{ask}", schema, "inspect", 48, seed)
+        if c.parsed is None:
+            return [], [], c
+        return list(dict.fromkeys(c.parsed.nodes)), list(dict.fromkeys(getattr(c.parsed, "forget", []))), c
 
     def attribute(
         self, report: str, node: int, seed: int | None = None

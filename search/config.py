@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from policy.base import Pricing
 from policy.executor import ExecutorConfig
 from policy.scientist import ScientistConfig
 from rewards import RewardConfig
@@ -34,6 +35,8 @@ class ModelConfig(BaseModel):
     """Model directory or id; None is the embedded SmolLM2-135M-Instruct."""
     base_url: str | None = None
     """Server address for the openai backend (e.g. http://127.0.0.1:8000/v1)."""
+    pricing: Pricing | None = None
+    """Dollars per million input, cached and output tokens; turns usage into money for `budget.dollars`."""
 
 
 class BudgetConfig(BaseModel):
@@ -48,6 +51,8 @@ class BudgetConfig(BaseModel):
     """Model tokens, prompt plus completion, scientist and executor together."""
     wall_s: float | None = Field(None, gt=0)
     """Wall-clock seconds."""
+    dollars: float | None = Field(None, gt=0)
+    """Model spending, priced by each model's `pricing` (models without a price cost nothing)."""
 
 
 class SearchConfig(BaseModel):

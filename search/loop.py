@@ -54,6 +54,9 @@ class Search:
                 self.tokens["prompt"] += e.payload.get("prompt_tokens", 0)
                 self.tokens["completion"] += e.payload.get("completion_tokens", 0)
         self.evals = sum(1 for e in self.state.events.values() if e.kind == "eval")
+        self.dollars = sum(
+            e.payload.get("dollars", 0.0) for e in self.state.events.values() if e.kind == "usage"
+        )
         self.timing = {"scientist_s": 0.0, "executor_s": 0.0, "eval_s": 0.0}
         self.ttt = None
         """Test-time training hook (training.ttt): sees each rollout and each finished round."""
@@ -64,7 +67,12 @@ class Search:
         self.tokens["completion"] += usage.completion_tokens
         key = "executor_s" if usage.purpose == "executor" else "scientist_s"
         self.timing[key] += usage.wall_s
-        self.store.log_event("usage", **usage.model_dump())
+        pricing = (
+            self.cfg.executor_model if usage.purpose == "executor" else self.cfg.scientist_model
+        ).pricing
+        cost = pricing.cost(usage) if pricing else 0.0
+        self.dollars += cost
+        self.store.log_event("usage", **usage.model_dump(), dollars=cost)
 
     def add(self, record):
         record = self.store.add(record)
@@ -84,6 +92,8 @@ class Search:
             return f"round cap reached ({b.rounds})"
         if b.tokens is not None and sum(self.tokens.values()) >= b.tokens:
             return f"token budget spent ({sum(self.tokens.values())}/{b.tokens})"
+        if b.dollars is not None and self.dollars >= b.dollars:
+            return f"dollar budget spent (${self.dollars:.4f}/${b.dollars:g})"
         if b.wall_s is not None and time.time() - self.t0 >= b.wall_s:
             return f"wall-clock budget spent ({b.wall_s:g}s)"
         return None
@@ -271,6 +281,7 @@ class Search:
             "baseline": root.raw_score if root else None,
             "evals": self.evals,
             "tokens": dict(self.tokens),
+            "dollars": round(self.dollars, 6),
             "wall_s": round(time.time() - self.t0, 2),
             "timing_s": {k: round(v, 2) for k, v in self.timing.items()},
             "stopped_because": reason,

@@ -16,7 +16,7 @@ from policy.sampler import draw
 from policy.scientist import canonical_action
 from search.inspect import failed_or_regressed, report
 from search.loop import Search
-from search.render import render_state
+from search.render import render_state, shown_memory
 from search.state import Insight, Node, Rollout
 from tasks.registry import Registry
 
@@ -46,7 +46,14 @@ def inspect_and_attribute(s: Search, state: str, ids: list[int]) -> str:
     if not recent:  # nothing but the seed yet: its code is already in the audit
         return ""
     t0 = time.time()
-    chosen, _ = s.scientist.choose_inspect(state, recent, seed=s.cfg.seed + s.round)
+    chosen, forget, _ = s.scientist.choose_inspect(
+        state, recent, shown_memory(s.state, s.cfg.render), s.cfg.seed + s.round
+    )
+    for mid in forget:  # the scientist edits its memory: dropped entries stay in the store, inactive
+        entry = s.state.insights[mid]
+        entry.active = False
+        s.update(entry)
+        s.store.log_event("memory_drop", round=s.round, insight=mid, text=entry.text)
     notes: list[str] = []
     for nid in chosen:
         node = s.state.nodes[nid]

@@ -68,6 +68,11 @@ def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
     return best + recent[: cfg.recent]
 
 
+def shown_memory(state: SearchState, cfg: RenderConfig) -> list[int]:
+    """Ids of the memory entries the prompt shows (the ones the scientist may drop)."""
+    return [i.id for i in state.insights.values() if i.kind == "memory" and i.active][-cfg.memory :]
+
+
 def render_state(
     state: SearchState,
     task_summary: str,
@@ -81,7 +86,9 @@ def render_state(
     recent_all = heapq.nlargest(cfg.recent, state.nodes.values(), key=lambda n: n.id)
     failed = [n for n in recent_all if n.status == "invalid"]
     audits = [i.text for i in state.insights.values() if i.kind == "audit" and i.active]
-    memory = [i.text for i in state.insights.values() if i.kind == "memory" and i.active][-cfg.memory :]
+    memory = [f"[m{i.id}] {i.text}" for i in state.insights.values() if i.kind == "memory" and i.active][
+        -cfg.memory :
+    ]
     sections = [
         ("Task", [task_summary[: cfg.statement_chars]]),
         ("Nodes you may start from", [node_line(n) for n in parents]),

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from policy.base import Completion
+from policy.base import Completion, Usage
 from search.config import SearchConfig
 from search.run import build_search, resume_run, start_run
 from search.store import Store
@@ -55,6 +55,7 @@ class RuleBackend:
         self.rng = random.Random(seed)
         self.delay = delay
         self.purposes: list[str] = []
+        self.sink = None
 
     def answer(self, schema, purpose: str) -> dict:
         if purpose == "audit":
@@ -64,7 +65,10 @@ class RuleBackend:
                 "weakness": "X is far from 3",
             }
         if purpose == "inspect":
-            return {"nodes": [self._ids(schema.model_fields["nodes"].annotation.__args__[0])[0]]}
+            answer = {"nodes": [self._ids(schema.model_fields["nodes"].annotation.__args__[0])[0]]}
+            if "forget" in schema.model_fields:  # drop the oldest memory entry shown
+                answer["forget"] = [self._ids(schema.model_fields["forget"].annotation.__args__[0])[0]]
+            return answer
         if purpose == "attribute":
             node = self._ids(schema.model_fields["node"].annotation)[0]
             return {"node": node, "verdict": "implementation", "evidence": "exit 1", "fix": "use a number"}
@@ -94,6 +98,10 @@ class RuleBackend:
     def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
         time.sleep(self.delay)
         self.purposes.append(purpose)
+        if self.sink is not None:
+            self.sink(
+                Usage(backend="rules", model="rules", prompt_tokens=50, completion_tokens=10, purpose=purpose)
+            )
         text = json.dumps(self.answer(schema, purpose))
         return [
             [
@@ -121,7 +129,12 @@ def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
 def rules(monkeypatch) -> RuleBackend:
     """The backend every model slot gets in these harness tests (no real model is loaded)."""
     backend = RuleBackend()
-    monkeypatch.setattr("search.run.make_backend", lambda mc, sink, seed: backend)
+
+    def make(mc, sink, seed):
+        backend.sink = sink
+        return backend
+
+    monkeypatch.setattr("search.run.make_backend", make)
     return backend
 
 
@@ -138,6 +151,8 @@ def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
         state = store.load_state()
     assert len([i for i in state.insights.values() if i.kind == "audit"]) == 6
     assert any(i.kind == "memory" for i in state.insights.values())
+    dropped = [e.payload["insight"] for e in state.events.values() if e.kind == "memory_drop"]
+    assert dropped and all(not state.insights[i].active for i in dropped)  # the scientist edits its memory
     r = next(iter(state.rollouts.values()))
     assert abs(sum(c["probability"] for c in r.candidates) - 1.0) < 1e-9 and r.action.startswith('{"parent"')
     assert all(n.transcript for n in state.nodes.values() if n.parent is not None)
@@ -204,3 +219,14 @@ def test_report_is_written_with_the_curve_and_every_node(tmp_path, rules):
     page = (tmp_path / "run" / "report.html").read_text()
     assert "<svg" in page and "best-so-far" in page
     assert page.count("<tr><td>") == summary["nodes"] + 1
+
+
+def test_dollar_budget_stops_the_run(tmp_path, rules):
+    cfg = SearchConfig(
+        task=str(make_task(tmp_path / "task")),
+        group=2,
+        budget={"evals": 50, "dollars": 0.001},
+        scientist_model={"pricing": {"input_per_m": 10.0, "output_per_m": 30.0}},
+    )
+    summary = run_with_rules(cfg, tmp_path / "run")
+    assert summary["stopped_because"].startswith("dollar budget spent") and summary["dollars"] >= 0.001
