@@ -66,6 +66,8 @@ class SearchConfig(BaseModel):
     """N: actions drawn from one proposal per round (the GRPO group)."""
     drafts: int = Field(2, ge=1)
     """greedy: initial drafts from the root before improving the best node."""
+    debug_depth: int = Field(2, ge=0)
+    """greedy: how many times in a row a failed node is debugged before the best node is improved."""
     seed: int = 0
     """Seeds the sampler and the models."""
     scientist_model: ModelConfig = ModelConfig()

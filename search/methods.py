@@ -1,7 +1,7 @@
 """Search methods: how one round chooses its actions. All share the loop, the executor and the sandbox.
 
 - `arts`: inspect → attribute failures → K verbalized candidates → the sampler draws N → execute each.
-- `greedy` (AIDE-like): a few drafts from the root, then improve the best node.
+- `greedy` (AIDE-like): a few drafts from the root, then debug a failed leaf or improve the best node.
 - `random`: a uniformly random valid node, with the scientist's first candidate for it.
 - `mutate`: random edits over the executor's own action space, no model (the floor any model must beat).
 """
@@ -152,15 +152,37 @@ def _first_candidate_rounds(s: Search, choose_parent: Callable[[], Node]) -> Non
             run_group(s, cands, prop, [(0, cands[0]["probability"], False)])
 
 
+def _debug_depth(s: Search, node: Node) -> int:
+    depth = 0
+    while (
+        node.parent is not None and node.status == "invalid" and node.hypothesis.startswith("Fix the failure")
+    ):
+        depth, node = depth + 1, s.state.nodes[node.parent]
+    return depth
+
+
 @METHODS.register("greedy")
 def greedy_round(s: Search) -> None:
+    """AIDE's policy: drafts from the root; then, if the newest node failed (and its debug chain is
+    shorter than `debug_depth`), debug it; else improve the best node."""
     root = next(n for n in s.state.nodes.values() if n.parent is None)
-
-    def parent() -> Node:
+    for _ in range(s.cfg.group):
+        if s.stop_reason(within_round=True):
+            return
+        newest = max(s.state.nodes.values(), key=lambda n: n.id)
         drafts = [n for n in s.state.nodes.values() if n.parent == root.id]
-        return root if len(drafts) < s.cfg.drafts else (s.state.best() or root)
-
-    _first_candidate_rounds(s, parent)
+        if (
+            len(drafts) >= s.cfg.drafts
+            and newest.status == "invalid"
+            and _debug_depth(s, newest) < s.cfg.debug_depth
+        ):
+            reason = newest.reason.splitlines()[0][:120] if newest.reason else "no result"
+            s.expand(newest, f"Fix the failure of node {newest.id}: {reason}", newest.axis or "debug", None)
+            continue
+        parent = root if len(drafts) < s.cfg.drafts else (s.state.best() or root)
+        cands, prop, _ = propose(s, parents=[parent.id])
+        if cands:
+            run_group(s, cands, prop, [(0, cands[0]["probability"], False)])
 
 
 @METHODS.register("random")

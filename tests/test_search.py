@@ -51,8 +51,10 @@ class RuleBackend:
     name = "rules"
     model_id = "rules"
 
-    def __init__(self, seed: int = 0, delay: float = 0.0):
+    def __init__(self, seed: int = 0, delay: float = 0.0, bad_edits: int = 0):
         self.rng = random.Random(seed)
+        self.bad_edits = bad_edits
+        """The first `bad_edits` executor answers set X to 1e308 (the evaluator overflows: invalid)."""
         self.delay = delay
         self.purposes: list[str] = []
         self.sink = None
@@ -88,7 +90,10 @@ class RuleBackend:
                     for i in range(k)
                 ]
             }
-        action = {"name": "X", "op": "set_constant", "value": round(self.rng.uniform(0, 5), 3)}
+        value = round(self.rng.uniform(0, 5), 3)
+        if self.bad_edits > 0:
+            self.bad_edits, value = self.bad_edits - 1, 1e308
+        action = {"name": "X", "op": "set_constant", "value": value}
         return {"action": action} if "action" in schema.model_fields else action
 
     @staticmethod
@@ -230,3 +235,21 @@ def test_dollar_budget_stops_the_run(tmp_path, rules):
     )
     summary = run_with_rules(cfg, tmp_path / "run")
     assert summary["stopped_because"].startswith("dollar budget spent") and summary["dollars"] >= 0.001
+
+
+def test_greedy_debugs_a_failed_leaf_before_improving_the_best(tmp_path, rules):
+    rules.bad_edits = 2
+    cfg = SearchConfig(
+        task=str(make_task(tmp_path / "task")),
+        method="greedy",
+        drafts=1,
+        group=3,
+        budget={"evals": 3},
+        executor={"max_actions": 1},
+    )
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        nodes = store.load_state().nodes
+    debug = [n for n in nodes.values() if n.hypothesis.startswith("Fix the failure")]
+    assert len(debug) == 2 and all(nodes[n.parent].status == "invalid" for n in debug)
+    assert debug[-1].status == "valid"
