@@ -78,6 +78,9 @@ class SearchConfig(BaseModel):
     render: RenderConfig = RenderConfig()
     ttt: bool = False
     """Test-time training: LoRA GRPO updates of the scientist during the search (transformers backend)."""
+    trainer_model: str | None = None
+    """TTT with a served scientist (vllm/openai): the local weights trained in this process; default:
+    scientist_model.model. Each checkpoint is loaded into the server under a new adapter name."""
     grpo: GRPOConfig = GRPOConfig()
     """The GRPO update and its schedule (used when `ttt` is on)."""
     reward: RewardConfig = RewardConfig()

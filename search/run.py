@@ -54,7 +54,12 @@ def build_search(cfg: SearchConfig, store: Store, log=print) -> Search:
     if cfg.ttt:
         from training.ttt import TestTimeTraining
 
-        search.ttt = TestTimeTraining(scientist, cfg.grpo, cfg.reward, store.run_dir)
+        if cfg.scientist_model.backend == "transformers":
+            trainer, serving = scientist, None
+        else:  # a served scientist: train a local copy of its weights, serve each checkpoint
+            local = ModelConfig(model=cfg.trainer_model or cfg.scientist_model.model)
+            trainer, serving = make_backend(local, lambda u: None, cfg.seed), scientist
+        search.ttt = TestTimeTraining(trainer, cfg.grpo, cfg.reward, store.run_dir, serving=serving)
         search.ttt.resume(search)
     return search
 

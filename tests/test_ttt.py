@@ -218,3 +218,44 @@ def test_real_model_ttt_search_updates_the_scientist(tmp_path):
     assert (run / "adapters/1/adapter_model.safetensors").is_file()
     assert all(r.old_logprob is not None and torch.isfinite(torch.tensor(r.old_logprob)) for r in rollouts)
     assert {r.adapter for r in rollouts} >= {"adapters/0", "adapters/1"}
+
+
+def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    """TTT with the scientist behind an OpenAI-compatible server (`arts serve`, as vLLM would be): the
+    weights train in a local copy and every checkpoint is loaded into the server under a new name."""
+    import search.run
+    from policy.serve import build_app
+    from policy.transformers_backend import TransformersBackend
+    from search.run import start_run
+    from tests.test_openai_backend import serving
+
+    served = TransformersBackend(str(tiny_model_dir), seed=0)
+    executor, real_make = RuleBackend(), search.run.make_backend
+
+    def make(mc, sink, seed):
+        if mc.model == "rules":
+            executor.sink = sink
+            return executor
+        return real_make(mc, sink, seed)
+
+    monkeypatch.setattr("search.run.make_backend", make)
+    with serving(build_app(served, served_name="tiny")) as url:
+        cfg = SearchConfig(
+            task=str(make_task(tmp_path / "task")),
+            group=4,
+            ttt=True,
+            trainer_model=str(tiny_model_dir),
+            scientist_model={"backend": "openai", "base_url": url, "model": "tiny"},
+            executor_model={"backend": "transformers", "model": "rules"},
+            scientist={"candidates": 2, "audits": 0, "inspect": 0, "max_tokens": 1000},
+            budget={"evals": 12},
+        )
+        summary = start_run(cfg, tmp_path / "run", log=lambda line: None)
+    with Store.open(tmp_path / "run", create=False) as store:
+        names = [e.payload["name"] for e in store.events("adapter_served")]
+        rollouts = store.all(Rollout)
+    assert summary["updates"]["count"] >= 1 and names[0] == "arts-ttt-0" and "arts-ttt-1" in names
+    assert "arts-ttt-1" in served.adapters
+    assert any(r.adapter == "adapters/1" for r in rollouts)  # a later round sampled from the served update

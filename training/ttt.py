@@ -56,17 +56,22 @@ class TestTimeTraining:
 
     __test__ = False  # a class named Test* is not a pytest test class
 
-    def __init__(self, backend: Any, config: GRPOConfig, reward: RewardConfig, run_dir: Path):
+    def __init__(
+        self, backend: Any, config: GRPOConfig, reward: RewardConfig, run_dir: Path, serving: Any = None
+    ):
         from policy.transformers_backend import TransformersBackend
 
         if not isinstance(backend, TransformersBackend):
             raise BackendError(
-                f"test-time training updates the scientist's weights in this process, so it needs the "
-                f"transformers backend, not {getattr(backend, 'name', type(backend).__name__)!r}. Use "
-                "--backend transformers for the scientist (a vLLM or OpenAI server can still serve the "
-                "executor with --executor-backend), or drop --ttt."
+                f"test-time training updates weights in this process, so its trainer needs the "
+                f"transformers backend, not {getattr(backend, 'name', type(backend).__name__)!r}; a served "
+                "scientist (vLLM, OpenAI-compatible) gets a local trainer copy through --set trainer_model=PATH."
             )
+        if serving is not None and not hasattr(serving, "load_adapter"):
+            raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
         self.backend, self.config, self.reward, self.run_dir = backend, config, reward, Path(run_dir)
+        self.serving = serving
+        """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.k = 0
         """Updates applied so far: the checkpoint `adapters/<k>/` in force."""
         self.last_round = 0
@@ -107,7 +112,18 @@ class TestTimeTraining:
         s.store.log_event(
             "ttt_start", k=self.k, resumed=bool(done), optimizer_restored=restored, weights=digest
         )
-        s.scientist.adapter = ADAPTER
+        self._publish(s)
+
+    def _publish(self, s: Any) -> None:
+        """Make the next round sample from the adapter in force: in place on the local backend; on a
+        served scientist, the checkpoint folder loaded under a new name (nothing restarts, no stale cache)."""
+        if self.serving is None:
+            s.scientist.adapter = ADAPTER
+            return
+        name = f"arts-ttt-{self.k}"
+        self.serving.load_adapter(name, self.run_dir / "adapters" / str(self.k))
+        s.scientist.adapter = name
+        s.store.log_event("adapter_served", k=self.k, name=name)
 
     def _attach(self) -> Any:
         if ADAPTER not in getattr(self.backend, "adapters", []):
@@ -224,6 +240,7 @@ class TestTimeTraining:
         self._save({"last_round": s.round, "rollouts": [r.id for r in rollouts], "event": event})
         s.store.set_meta("ttt_last_round", s.round)
         s.store.log_event("update", **event)
+        self._publish(s)
         s.log(
             f"update {self.k}: loss {stats.loss:.4f}  reward mean {stats.reward_mean:.2f}  groups "
             f"{stats.groups_used} used / {stats.groups_skipped} skipped  {stats.seconds:.1f}s"
