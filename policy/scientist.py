@@ -165,7 +165,16 @@ class Scientist:
         _, c = self._call(user, schema, "attribute", 160, seed)
         return c.parsed, c
 
-    def propose(self, state: str, parent_ids: list[int], tail: bool, seed: int | None = None) -> Proposal:
+    def propose(
+        self,
+        state: str,
+        parent_ids: list[int],
+        tail: bool,
+        seed: int | None = None,
+        example: str | None = None,
+    ) -> Proposal:
+        """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
+        example's form, so it should name something that exists)."""
         k = self.config.candidates
         schema = proposal_schema(parent_ids, k)
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
@@ -173,7 +182,7 @@ class Scientist:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
         ask += (
             " parent: the node to start from; hypothesis: one concrete change, naming what to change and to what"
-            ' (e.g. "raise STEP_SIZE from 0.1 to 0.2"); axis: a 1-3 word label.'
+            f' (e.g. "{example or "replace the sort by a heap"}"); axis: a 1-3 word label.'
         )
         messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
         cands: list[dict] = []

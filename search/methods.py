@@ -29,6 +29,21 @@ def knobs(node: Node, limit: int = 8) -> str:
     return "\n".join(f"- {k} = {v[:40]}" for k, v in pairs)
 
 
+def example(s: Search) -> str | None:
+    """A concrete hypothesis about a real constant of the best node, drawn at random each round."""
+    best = s.state.best()
+    pairs = [
+        (k, v)
+        for text in (best.files.values() if best else [])
+        for k, v in list_targets(text).constants.items()
+    ]
+    numeric = [(k, v) for k, v in pairs if v.replace(".", "", 1).replace("-", "", 1).isdigit()]
+    if not numeric:
+        return None
+    name, value = s.rng.choice(numeric)
+    return f"change {name} from {value} to a better value"
+
+
 def state_prompt(s: Search) -> tuple[str, list[int]]:
     count = s.scientist_backend.count_tokens if s.scientist_backend else (lambda t: len(t) // 4)
     summary = f"{s.task.name}: {s.task.statement.strip()}"
@@ -93,7 +108,9 @@ def propose(s: Search, parents: list[int] | None = None) -> tuple[list[dict], ob
     depth = max((s.state.nodes[i].depth for i in allowed), default=0)
     tail = s.cfg.method == "arts" and depth >= s.cfg.scientist.tail_depth
     prompt = f"{state}\n\n## Inspected\n{extra[:2000]}" if extra else state
-    prop = s.scientist.propose(prompt, allowed, tail=tail, seed=s.cfg.seed * 1000 + s.round)
+    prop = s.scientist.propose(
+        prompt, allowed, tail=tail, seed=s.cfg.seed * 1000 + s.round, example=example(s)
+    )
     if not prop.candidates:
         s.store.log_event(
             "proposal_failed", round=s.round, error=prop.completion.error if prop.completion else ""
