@@ -1,29 +1,6 @@
-import random
-
+from scripts.bench_harness import tree as _tree  # the same synthetic tree the benchmark measures
 from search.render import RenderConfig, render_state
-from search.state import Insight, Node, SearchState
-
-
-def _tree(n: int) -> SearchState:
-    rng = random.Random(0)
-    s = SearchState()
-    s.nodes[1] = Node(id=1, status="seed", score=1.0, raw_score=1.0)
-    for i in range(2, n + 1):
-        ok = rng.random() < 0.7
-        score = rng.random() * 3 if ok else None
-        s.nodes[i] = Node(
-            id=i,
-            parent=rng.randint(1, i - 1),
-            depth=1,
-            hypothesis=f"try variant {i} of the layout " * 2,
-            axis=f"axis {i % 37}",
-            status="valid" if ok else "invalid",
-            score=score,
-            raw_score=score,
-            reason="" if ok else "exit status 1: ValueError " * 3,
-        )
-        s.insights[i] = Insight(id=i, text=f"insight number {i} " * 4, node=i)
-    return s
+from search.state import Node, SearchState
 
 
 def count(text: str) -> int:
