@@ -12,6 +12,7 @@ or any check beyond parsing.
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import random
 import re
@@ -351,6 +352,51 @@ def _literal_edit(path: str, text: str, node: ast.Constant, src: str) -> tuple[B
     return ReplaceLines(file=path, start=line, end=line, text=new.split("\n")[n - 1]), path, new
 
 
+_SWAPS: dict[type, type] = {
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.Lt: ast.Gt,
+    ast.Gt: ast.Lt,
+    ast.LtE: ast.GtE,
+    ast.GtE: ast.LtE,
+}
+
+
+def _operators(tree: ast.Module) -> list[ast.expr]:
+    """Single-line operator expressions inside functions: a binary or comparison operator to swap, or a
+    unary minus to drop."""
+    walk = (n for fn in _function_nodes(tree).values() for n in ast.walk(fn))
+    out: list[ast.expr] = []
+    for n in walk:
+        if getattr(n, "lineno", 0) != getattr(n, "end_lineno", -1):
+            continue
+        if isinstance(n, ast.BinOp) and type(n.op) in _SWAPS:
+            out.append(n)
+        elif isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _SWAPS:
+            out.append(n)
+        elif (
+            isinstance(n, ast.UnaryOp)
+            and isinstance(n.op, ast.USub)
+            and not isinstance(n.operand, ast.Constant)
+        ):
+            out.append(n)
+    return out
+
+
+def _mutated(node: ast.expr) -> str:
+    """The source of `node` with its operator swapped (or its unary minus dropped)."""
+    if isinstance(node, ast.UnaryOp):
+        return ast.unparse(node.operand)
+    new = copy.deepcopy(node)
+    if isinstance(new, ast.BinOp):
+        new.op = _SWAPS[type(new.op)]()
+    else:
+        new.ops = [_SWAPS[type(new.ops[0])]()]
+    return ast.unparse(new)
+
+
 def _number(src: str) -> int | float | None:
     try:
         value = ast.literal_eval(src)
@@ -373,13 +419,18 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
     if literals:
         node = rng.choice(literals)
         out.append(_literal_edit(path, text, node, repr(_perturb(node.value, rng))))
+    ops = _operators(tree)
+    if ops:
+        node = rng.choice(ops)
+        out.append(_literal_edit(path, text, node, f"({_mutated(node)})"))
     return out
 
 
 def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
     """A random applicable action for the random-mutation baseline, from the same action space: perturb a
-    numeric constant (set_constant) or a numeric literal in a function (replace_lines over its line).
-    Raises EditError when the files hold no number to change."""
+    numeric constant (set_constant), or, as replace_lines over its line, a numeric literal in a function
+    or an operator (swap + and -, * and /, < and >; drop a unary minus). Raises EditError when the files
+    hold nothing to change."""
     for _ in range(20):
         cands = [c for path, text in files.items() for c in _candidates(path, text, rng)]
         if not cands:
@@ -391,4 +442,4 @@ def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
             continue
         if intended is None or new[path] == intended:
             return action
-    raise EditError(f"no numeric constant or literal to perturb in {list(files)}")
+    raise EditError(f"no numeric constant, literal or operator to mutate in {list(files)}")

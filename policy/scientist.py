@@ -16,7 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from policy.base import Backend, Completion, Message, Sampling
 from policy.sampler import normalise
+from policy.structured import salvage_items
 
+HYPOTHESIS_CHARS = 120
+"""Cap on a hypothesis: one concrete change fits; longer ones were prose the executor could not follow."""
 SYSTEM = "You are a research scientist running experiments on a program. Answer with JSON only."
 
 
@@ -66,7 +69,7 @@ class Proposal(BaseModel):
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
     candidates: list[dict]
-    """[{parent, hypothesis, axis, probability (normalised), rationale}]."""
+    """[{parent, hypothesis, axis, region, probability (normalised), stated_probability, cites}]."""
     messages: list[Message]
     completion: Completion | None = None
     json_schema: dict | None = None
@@ -82,21 +85,31 @@ def candidate_schema(parent_ids: list[int]) -> type[BaseModel]:
         "Action",
         __config__=ConfigDict(extra="forbid"),
         parent=(_ids(parent_ids), ...),
-        hypothesis=(str, Field(min_length=8, max_length=140)),
+        hypothesis=(str, Field(min_length=8, max_length=HYPOTHESIS_CHARS)),
         axis=(str, Field(min_length=2, max_length=30)),
     )
 
 
-def proposal_schema(parent_ids: list[int], k: int) -> type[BaseModel]:
-    cand = create_model(
-        "Candidate",
-        __config__=ConfigDict(extra="forbid"),
-        parent=(_ids(parent_ids), ...),
-        hypothesis=(str, Field(min_length=8, max_length=140)),
-        axis=(str, Field(min_length=2, max_length=30)),
-        probability=(float, Field(ge=0, le=1)),
-        rationale=(str, Field(max_length=100)),
-    )
+def candidate_item(parent_ids: list[int], observation_ids: list[int] | None = None) -> type[BaseModel]:
+    """One verbalized candidate: the action, its region, its stated probability, and (when observations are
+    shown) the observation ids that motivated it. No free-text rationale: at 135M parameters every field
+    costs tokens, and K=5 candidates with a rationale ran past 320 tokens in 3 of 3 proposals."""
+    fields: dict = {
+        "parent": (_ids(parent_ids), ...),
+        "hypothesis": (str, Field(min_length=8, max_length=HYPOTHESIS_CHARS)),
+        "axis": (str, Field(min_length=2, max_length=30)),
+        "region": (str, Field(min_length=2, max_length=30)),
+        "probability": (float, Field(ge=0, le=1)),
+    }
+    if observation_ids:
+        fields["cites"] = (list[_ids(observation_ids)], Field(max_length=2))
+    return create_model("Candidate", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def proposal_schema(
+    parent_ids: list[int], k: int, observation_ids: list[int] | None = None
+) -> type[BaseModel]:
+    cand = candidate_item(parent_ids, observation_ids)
     return create_model(
         "Proposal",
         __config__=ConfigDict(extra="forbid"),
@@ -172,25 +185,39 @@ class Scientist:
         tail: bool,
         seed: int | None = None,
         example: str | None = None,
+        observation_ids: list[int] | None = None,
     ) -> Proposal:
         """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
-        example's form, so it should name something that exists)."""
+        example's form, so it should name something that exists). With `observation_ids`, each candidate
+        may cite the observations (shown as `o<id>`) that motivated it. An answer cut off at max_tokens
+        keeps its complete candidates."""
         k = self.config.candidates
-        schema = proposal_schema(parent_ids, k)
+        schema = proposal_schema(parent_ids, k, observation_ids)
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
         ask += (
             " parent: the node to start from; hypothesis: one concrete change, naming what to change and to what"
-            f' (e.g. "{example or "replace the sort by a heap"}"); axis: a 1-3 word label.'
+            f' (e.g. "{example or "replace the sort by a heap"}"); axis: a 1-3 word label of what it varies;'
+            " region: a 1-3 word label of the kind of change."
         )
+        if observation_ids:
+            ask += " cites: ids of observations that motivated it (may be empty)."
         messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
-        cands: list[dict] = []
         if c.parsed is not None:
             raw = [cand.model_dump() for cand in c.parsed.candidates]
-            for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
-                cand["stated_probability"], cand["probability"] = cand["probability"], p
-                cands.append(cand)
+        else:
+            raw = [
+                x.model_dump()
+                for x in salvage_items(
+                    c.text, "candidates", schema.model_fields["candidates"].annotation.__args__[0]
+                )
+            ]
+        cands: list[dict] = []
+        for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
+            cand["stated_probability"], cand["probability"] = cand["probability"], p
+            cand.setdefault("cites", [])
+            cands.append(cand)
         return Proposal(
             candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema()
         )

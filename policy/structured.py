@@ -161,3 +161,27 @@ def parse_json_object(text: str, schema: type[BaseModel]) -> tuple[BaseModel | N
         return schema.model_validate(data), None
     except ValidationError as e:
         return None, validation_message(e)
+
+
+def salvage_items(text: str, key: str, item: type[BaseModel]) -> list[BaseModel]:
+    """The complete, valid items of the list `key` in a JSON object cut off at max_tokens.
+
+    A proposal of K candidates that runs out of tokens in the K-th still holds K-1 good ones; decoding was
+    grammar-constrained, so every item before the cut is well formed. Items that fail `item` are dropped.
+    """
+    start = text.find(f'"{key}"')
+    start = text.find("[", start) if start >= 0 else -1
+    if start < 0:
+        return []
+    decoder, out, i = json.JSONDecoder(), [], start + 1
+    while True:
+        while i < len(text) and text[i] in " ,\n\t":
+            i += 1
+        try:
+            obj, i = decoder.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return out
+        try:
+            out.append(item.model_validate(obj))
+        except ValidationError:
+            pass

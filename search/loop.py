@@ -58,6 +58,8 @@ class Search:
             e.payload.get("dollars", 0.0) for e in self.state.events.values() if e.kind == "usage"
         )
         self.timing = {"scientist_s": 0.0, "executor_s": 0.0, "eval_s": 0.0}
+        self.halt: str | None = None
+        """Set by a method that cannot go on (e.g. mutate with nothing to mutate); ends the run."""
         self.ttt = None
         """Test-time training hook (training.ttt): sees each rollout and each finished round."""
 
@@ -86,6 +88,8 @@ class Search:
     def stop_reason(self, within_round: bool = False) -> str | None:
         """Why the run must stop now; inside a round the round cap does not cut the round short."""
         b = self.cfg.budget
+        if self.halt is not None:
+            return self.halt
         if self.evals >= b.evals:
             return f"evaluation budget spent ({self.evals}/{b.evals})"
         if not within_round and self.round >= b.rounds:

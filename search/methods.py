@@ -217,10 +217,16 @@ def mutate_round(s: Search) -> None:
         parent = s.state.best() if s.rng.random() < 0.7 else s.rng.choice(valid)
         parent = parent or valid[0]
 
+        try:
+            random_edit(parent.files, s.rng)
+        except EditError as e:  # nothing here to mutate: no node, and no loop of empty rounds
+            s.halt = f"mutate: {e}"
+            return
+
         def edit(node: Node, workdir, parent=parent) -> Node:
             for _attempt in range(5):
-                action = random_edit(parent.files, s.rng)
                 try:
+                    action = random_edit(parent.files, s.rng)
                     files = apply_edit(parent.files, action)
                 except EditError:
                     continue

@@ -243,7 +243,7 @@ def test_random_edit_always_applies_and_keeps_ints_ints(seed):
 
 
 def test_random_edit_without_numbers_raises():
-    with pytest.raises(EditError, match="no numeric"):
+    with pytest.raises(EditError, match="no numeric constant, literal or operator"):
         random_edit({"a.py": "NAME = 'x'\n"}, random.Random(0))
 
 
@@ -267,3 +267,18 @@ def test_every_schema_compiles_to_a_grammar():
         xgr.Grammar.from_json_schema(
             json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
         )
+
+
+@pytest.mark.parametrize(
+    ("line", "mutated"),
+    [
+        ("    return -np.arange(len(bins))", "    return (np.arange(len(bins)))"),
+        ("    return a + b", "    return (a - b)"),
+        ("    return a * b", "    return (a / b)"),
+        ("    return a < b", "    return (a > b)"),
+    ],
+)
+def test_random_edit_mutates_operators_of_a_program_without_numbers(line, mutated):
+    files = {"s.py": f"import numpy as np\n\n\ndef f(a, b, bins):\n{line}\n"}
+    action = random_edit(files, random.Random(0))
+    assert apply_edit(files, action)["s.py"].splitlines()[-1] == mutated

@@ -85,7 +85,7 @@ class RuleBackend:
                         "hypothesis": f"move X towards three, step {i}",
                         "axis": "x value",
                         "probability": 1.0 / (i + 1),
-                        "rationale": "closer is better",
+                        "region": "constants",
                     }
                     for i in range(k)
                 ]
@@ -170,6 +170,14 @@ def test_baseline_methods_run_in_the_same_loop(tmp_path, rules, method):
     cfg = SearchConfig(task=str(make_task(tmp_path / "task")), method=method, group=2, budget={"evals": 4})
     summary = run_with_rules(cfg, tmp_path / "run")
     assert summary["method"] == method and summary["nodes"] >= 2
+
+
+def test_mutate_stops_at_once_on_a_program_with_nothing_to_mutate(tmp_path):
+    task = make_task(tmp_path / "task")
+    (task / "solution.py").write_text("def value():\n    return float('3')\n")
+    cfg = SearchConfig(task=str(task), method="mutate", budget={"evals": 5})
+    summary = start_run(cfg, tmp_path / "run", log=lambda line: None)
+    assert summary["nodes"] == 0 and summary["stopped_because"].startswith("mutate: no numeric constant")
 
 
 def test_config_is_written_and_a_finished_run_refuses_a_restart(tmp_path, rules):

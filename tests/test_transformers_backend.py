@@ -309,3 +309,16 @@ def test_completion_logprobs_shares_the_prompt_and_carries_gradients(tiny_backen
     shared.sum().backward()
     grads = [p.grad for n, p in model.named_parameters() if "lora_" in n and p.requires_grad]
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
+
+
+def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
+    from policy.scientist import candidate_item
+    from policy.structured import salvage_items
+
+    item = candidate_item([1, 2])
+    good = '{"parent": 2, "hypothesis": "set MARGIN to 0.02", "axis": "margin", "region": "constants", "probability": 0.5}'
+    bad_parent = '{"parent": 7, "hypothesis": "set MARGIN to 0.03", "axis": "margin", "region": "c", "probability": 0.5}'
+    text = f'{{"candidates": [{good}, {bad_parent}, {good}, {{"parent": 1, "hypothesis": "set INNER'
+    got = salvage_items(text, "candidates", item)
+    assert [c.parent for c in got] == [2, 2]  # the invalid parent and the cut-off item are dropped
+    assert salvage_items('{"other": []}', "candidates", item) == []
