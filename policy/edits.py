@@ -21,7 +21,9 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-OPS = ("set_constant", "replace_function", "replace_lines", "write_file", "read_file")
+from policy.expressions import pattern, random_expression, returns, visible_names
+
+OPS = ("set_constant", "set_return", "replace_function", "replace_lines", "write_file", "read_file")
 VALUE_CHARS = 40
 """A constant's new value is a short one-line literal; the grammar caps it (and so forbids newlines)."""
 BODY_CHARS = 600
@@ -45,6 +47,15 @@ class SetConstant(_Action):
     name: str
     op: Literal["set_constant"] = "set_constant"
     value: int | float | str
+
+
+class SetReturn(_Action):
+    """Replace the expression a function returns (its one-line final `return`), under the grammar of
+    `policy.expressions`: the function's parameters, the module's constants, numbers, arithmetic."""
+
+    function: str
+    op: Literal["set_return"] = "set_return"
+    expression: str
 
 
 class ReplaceFunction(_Action):
@@ -148,6 +159,13 @@ def list_targets(source: str) -> Targets:
     return Targets(constants=constants, functions=functions)
 
 
+def return_functions(source: str) -> list[tuple[str, list[str]]]:
+    """(name, visible names) of the top-level functions that end in a one-line return (set_return targets)."""
+    tree = _parse(source)
+    fns = _function_nodes(tree) if tree else {}
+    return [(n, visible_names(tree, fn)[0]) for n, fn in fns.items() if returns(fn) is not None]
+
+
 def anchor(lineno: int, line: str) -> str:
     """The enum value that names a line: its number and stripped text (cut to ANCHOR_CHARS)."""
     return f"{lineno} | {line.strip()}"[:ANCHOR_CHARS]
@@ -202,6 +220,12 @@ def edit_schema(
         value = (str, Field(min_length=1, max_length=VALUE_CHARS)) if kind is str else (kind, ...)
         if group:
             add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
+    for path, text in files.items() if "set_return" in ops else ():
+        tree = _parse(text) if path.endswith(".py") else None
+        for name, fn in (_function_nodes(tree) if tree else {}).items():
+            if (only is None or name in only) and returns(fn) is not None:
+                expr = (str, Field(min_length=1, max_length=120, pattern=pattern(*visible_names(tree, fn))))
+                add(SetReturn, "_" + name, function=(_enum([name]), ...), expression=expr)
     if "replace_function" in ops and functions:
         add(ReplaceFunction, name=(_enum(functions), ...), body=(str, ...))
     if "replace_lines" in ops and lines:
@@ -285,6 +309,23 @@ def _replace_function(files: dict[str, str], action: ReplaceFunction) -> tuple[s
     return path, "\n".join(lines[: start - 1] + head + body + lines[end:])
 
 
+def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
+    try:
+        ast.parse(action.expression, mode="eval")
+    except SyntaxError as e:
+        raise EditError(f"{action.expression!r} is not an expression ({e.msg})") from None
+    path, text, fn = _find(files, action.function, "function")
+    ret = returns(fn)
+    if ret is None:
+        raise EditError(f"{fn.name} does not end in a one-line `return`; use replace_function")
+    a, b = _span(text, ret.value)
+    end = text.find("\n", b)
+    end = len(text) if end < 0 else end
+    rest = text[b:end]  # a trailing comment describes the old expression: it goes with it
+    rest = "" if rest.strip().startswith("#") else rest
+    return path, text[:a] + action.expression.strip() + rest + text[end:]
+
+
 def _line_of(lines: list[str], path: str, value: str) -> int:
     n = int(value.split(" | ")[0]) if value.split(" | ")[0].isdigit() else 0
     if not 1 <= n <= len(lines) or anchor(n, lines[n - 1]) != value:
@@ -308,7 +349,10 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
     leaves a Python file that does not parse (checked here, before an evaluation is spent on it)."""
     op = getattr(action, "op", None)
     appliers = dict(
-        set_constant=_set_constant, replace_function=_replace_function, replace_lines=_replace_lines
+        set_constant=_set_constant,
+        set_return=_set_return,
+        replace_function=_replace_function,
+        replace_lines=_replace_lines,
     )
     appliers["write_file"] = lambda _, a: (a.file, a.content.rstrip("\n") + "\n")
     if op not in appliers:
@@ -318,11 +362,27 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
         raise EditError(f"no change: the edit leaves {path} exactly as it was; change something")
     if path.endswith(".py"):
         try:
-            ast.parse(text, filename=path)
+            tree = ast.parse(text, filename=path)
         except SyntaxError as e:
             where = f"line {e.lineno}: {e.msg}: {(e.text or '').strip()}"
             raise EditError(f"{path} does not parse after the edit: {where}") from None
+        old = _parse(files.get(path, ""))
+        if old is not None and _code(old) == _code(tree):
+            raise EditError(
+                f"no change to the code: the edit only touches comments or docstrings of {path}; change the program"
+            )
     return {**files, path: text}
+
+
+def _code(tree: ast.Module) -> str:
+    """The program without its docstrings: two files with the same `_code` behave the same."""
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def _perturb(value: int | float, rng: random.Random) -> int | float:
@@ -423,14 +483,19 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
     if ops:
         node = rng.choice(ops)
         out.append(_literal_edit(path, text, node, f"({_mutated(node)})"))
+    fns = [(name, fn) for name, fn in _function_nodes(tree).items() if returns(fn) is not None]
+    if fns:
+        name, fn = rng.choice(fns)
+        expr = random_expression(*visible_names(tree, fn), rng)
+        out.append((SetReturn(function=name, expression=expr), path, None))
     return out
 
 
 def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
     """A random applicable action for the random-mutation baseline, from the same action space: perturb a
-    numeric constant (set_constant), or, as replace_lines over its line, a numeric literal in a function
-    or an operator (swap + and -, * and /, < and >; drop a unary minus). Raises EditError when the files
-    hold nothing to change."""
+    numeric constant (set_constant); as replace_lines over its line, perturb a numeric literal in a
+    function or an operator (swap + and -, * and /, < and >; drop a unary minus); or a random return
+    expression of the set_return grammar. Raises EditError when the files hold nothing to change."""
     for _ in range(20):
         cands = [c for path, text in files.items() for c in _candidates(path, text, rng)]
         if not cands:

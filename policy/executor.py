@@ -31,12 +31,15 @@ SYSTEM = (
 )
 OP_HELP = {
     "set_constant": "set_constant: a constant's name and its new value (a Python literal)",
+    "set_return": "set_return: a function and the new expression it returns",
     "replace_function": "replace_function: a function's name and its whole new body",
     "replace_lines": "replace_lines: first and last line to replace (as numbered above) and the new text",
     "write_file": "write_file: the whole content of the file",
     "read_file": "read_file: show another editable file",
 }
-EditOp = Literal["set_constant", "replace_function", "replace_lines", "write_file"]
+EditOp = Literal["set_constant", "set_return", "replace_function", "replace_lines", "write_file"]
+SIMPLE_OPS = {"set_constant", "set_return"}
+"""Ops whose every grammatical answer is a well-formed edit: offered first to a small model."""
 
 
 class ExecutorConfig(BaseModel):
@@ -51,16 +54,19 @@ class ExecutorConfig(BaseModel):
     """Cap on the tokens of a whole-file draft (write_file for a seedless task)."""
     temperature: float = Field(0.7, ge=0.0)
     """Sampling temperature of each action; 0 is greedy."""
-    ops: list[EditOp] = Field(["set_constant", "replace_function", "replace_lines"], min_length=1)
+    ops: list[EditOp] = Field(
+        ["set_constant", "set_return", "replace_function", "replace_lines"], min_length=1
+    )
     """Edit actions offered to the model. A seedless task's first action is always write_file, and
     read_file is offered whenever several files are editable."""
     show_chars: int = Field(2500, ge=200)
     """How much of the focused file (line-numbered) a prompt shows; longer files show a window around
     the lines the hypothesis mentions."""
     constants_first: bool = True
-    """When the hypothesis names no target, the first `narrow_actions` actions may only set constants:
-    measured with the 135M default, constant edits reached a valid program in 6 of 6 runs while function
-    bodies applied in 1 of 12 actions. Large models lose little (a later action may rewrite code)."""
+    """When the hypothesis names no target, the first `narrow_actions` actions may only set constants or
+    return expressions (ops whose grammar admits only well-formed edits): measured with the 135M default,
+    constant edits reached a valid program in 6 of 6 runs while function bodies applied in 1 of 12
+    actions. Large models lose little (a later action may rewrite code)."""
     narrow_actions: int = Field(3, ge=0)
     """For this many first actions, when the hypothesis names constants or functions of the file, only
     those are offered (set_constant / replace_function): a small model then cannot wander off to another
@@ -183,6 +189,14 @@ class Executor:
         functions = [f for f in (targets.functions if targets else []) if only is None or f in only]
         if functions and "replace_function" in ops:
             parts.append(f"Functions: {', '.join(functions)}")
+        if functions and "set_return" in ops:
+            rets = [
+                f"{f} returns {_one_line(b.strip().splitlines()[-1][7:], 60)}"
+                for f, b in targets.functions.items()
+                if f in functions and b.strip() and b.strip().splitlines()[-1].startswith("return ")
+            ]
+            if rets:
+                parts.append("Returns: " + "; ".join(rets))
         others = [p for p in files if p != focus]
         if others:
             parts.append(f"Other editable files: {', '.join(others)}")
@@ -247,15 +261,19 @@ class Executor:
             return edit_schema(work, {"write_file"}, focus=focus)
         ops, cfg = set(self.config.ops) | ({"read_file"} if len(work) > 1 else set()), self.config
         if only:
+            named = ops & (
+                SIMPLE_OPS if cfg.constants_first and constants_only else SIMPLE_OPS | {"replace_function"}
+            )
+            for allowed in (named, ops & {"set_constant", "set_return", "replace_function"}):
+                try:
+                    return edit_schema(work, allowed, focus, span, only=only)
+                except EditError:
+                    pass  # the named targets cannot be edited by these ops
+        elif constants_only and cfg.constants_first and ops & SIMPLE_OPS:
             try:
-                return edit_schema(work, ops & {"set_constant", "replace_function"}, focus, span, only=only)
+                return edit_schema(work, ops & SIMPLE_OPS, focus, span)
             except EditError:
-                pass  # the named targets cannot be edited by the configured ops
-        elif constants_only and cfg.constants_first and "set_constant" in ops:
-            try:
-                return edit_schema(work, {"set_constant"}, focus, span)
-            except EditError:
-                pass  # no constants in this program
+                pass  # no constants and no one-line returns in this program
         try:
             return edit_schema(work, ops, focus, span, cfg.max_anchors)
         except EditError:

@@ -7,6 +7,7 @@ import json
 import random
 import typing
 
+import pydantic
 import pytest
 from pydantic import ValidationError
 
@@ -91,8 +92,12 @@ def test_list_targets_of_unparsable_source_is_empty():
 
 def test_schema_enums_hold_exactly_the_files_names_and_lines():
     members = _members(edit_schema(FILES, set(OPS) - {"read_file"}))
-    assert set(members) == {"set_constant", "replace_function", "replace_lines", "write_file"}
-    (function_model,), (lines_model,), (write_model,) = (members[k] for k in OPS[1:4])
+    assert set(members) == {"set_constant", "set_return", "replace_function", "replace_lines", "write_file"}
+    (function_model,), (lines_model,), (write_model,) = (
+        members[k] for k in ("replace_function", "replace_lines", "write_file")
+    )
+    # one set_return branch per function ending in a one-line return (all three here)
+    assert [_enum(m, "function") for m in members["set_return"]] == [["place"], ["score"], ["one"]]
     assert [_enum(m, "name") for m in members["set_constant"]] == [["COUNT"], ["RADIUS"], ["NAME"]]
     assert _enum(function_model, "name") == ["place", "score", "one"]
     expected = [anchor(n, line) for n, line in enumerate(_lines(SAMPLE), 1) if line.strip()]
@@ -247,9 +252,9 @@ def test_random_edit_without_numbers_raises():
         random_edit({"a.py": "NAME = 'x'\n"}, random.Random(0))
 
 
-def test_random_edit_covers_constants_and_literals_in_functions():
+def test_random_edit_covers_constants_literals_and_return_expressions():
     ops = {random_edit(FILES, random.Random(seed)).op for seed in range(40)}
-    assert ops == {"set_constant", "replace_lines"}
+    assert ops == {"set_constant", "replace_lines", "set_return"}
 
 
 def test_replace_function_drops_a_repeated_signature_and_rejects_an_empty_body():
@@ -280,5 +285,50 @@ def test_every_schema_compiles_to_a_grammar():
 )
 def test_random_edit_mutates_operators_of_a_program_without_numbers(line, mutated):
     files = {"s.py": f"import numpy as np\n\n\ndef f(a, b, bins):\n{line}\n"}
-    action = random_edit(files, random.Random(0))
+    rng = random.Random(0)
+    action = next(a for a in (random_edit(files, rng) for _ in range(50)) if a.op == "replace_lines")
     assert apply_edit(files, action)["s.py"].splitlines()[-1] == mutated
+
+
+def test_set_return_grammar_admits_only_visible_names_and_arithmetic():
+    files = {
+        "s.py": "import numpy as np\n\nK = 2\n\n\ndef priority(item, bins):\n    return bins[::-1]  # reversed\n"
+    }
+    (model,) = _members(edit_schema(files, {"set_return"}))["set_return"]
+    ok = ["item - bins", "-bins", "np.log(bins) * K", "(bins - item) / 2.5", "bins * bins - item"]
+    for expr in ok:
+        out = apply_edit(files, model(function="priority", op="set_return", expression=expr))["s.py"]
+        assert out.endswith(f"    return {expr}\n")  # the old trailing comment goes with the old expression
+    for expr in [
+        "foo",
+        "bins.sum()",
+        "import os",
+        "bins; x",
+        "__import__('os')",
+        "bins - item - item - item - item",
+    ]:
+        with pytest.raises(pydantic.ValidationError):
+            model(function="priority", op="set_return", expression=expr)
+
+
+def test_random_return_expressions_parse_and_use_visible_names():
+    files = {"s.py": "import numpy as np\n\n\ndef priority(item, bins):\n    return -bins\n"}
+    rng = random.Random(0)
+    exprs = [a.expression for a in (random_edit(files, rng) for _ in range(60)) if a.op == "set_return"]
+    assert len(exprs) > 20
+    for e in exprs:
+        names = {n.id for n in ast.walk(ast.parse(e, mode="eval")) if isinstance(n, ast.Name)}
+        assert names <= {"item", "bins", "np"}
+
+
+def test_an_edit_of_docstrings_or_comments_only_is_no_change():
+    with pytest.raises(EditError, match="no change to the code"):
+        apply_edit(
+            FILES,
+            ReplaceLines(
+                start=anchor(12, _lines(SAMPLE)[11]),
+                end=anchor(12, _lines(SAMPLE)[11]),
+                file="solution.py",
+                text='    """Place circles."""',
+            ),
+        )
