@@ -99,6 +99,8 @@ class Hypothesis(Record):
     """Round in which it was proposed."""
     updated_round: int = Field(0, ge=0)
     """Round of its last status change."""
+    archived: bool = False
+    """True once the direction was abandoned on a fatal flaw (a pivot): never revived, never worked on again."""
 
 
 class Observation(Record):

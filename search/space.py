@@ -1,0 +1,512 @@
+"""The dual search space: hypotheses on axes and regions, observations in their own regions, evidence between.
+
+Hypotheses and observations are two separate spaces: a hypothesis is a claim an experiment can test, an
+observation is a fact seen during the search that stands on its own, and an `Evidence` record relates one
+to the other (support / oppose / neutral / unassessed). This module holds the rules of both spaces as pure
+functions over a `SearchState`: which stored hypothesis a text already is, the status life cycle
+(pending → working → retained; set aside with a cooldown → revived; archived on a pivot), when a repeated
+observation is confirmed, what counts as refuted or established, and the map of regions that the
+scientist's prompt shows.
+
+Every function returns the records to add (id 0) or changed copies (same id); the caller persists them
+with `Store.add` / `Store.update`. Nothing here does I/O, calls a model, or mutates the records it is given.
+Not done here: no semantic similarity (labels and texts are compared after a lexical normalisation only),
+and no weighing of evidence beyond counting: one confirmed opposing observation refutes a hypothesis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from search.state import (
+    Evidence,
+    Hypothesis,
+    HypothesisStatus,
+    Node,
+    Observation,
+    ObservationSource,
+    Record,
+    Relation,
+    SearchState,
+)
+
+R = TypeVar("R", bound=Record)
+ACTIVE: tuple[HypothesisStatus, ...] = ("working", "retained", "revived")
+"""Statuses of the hypotheses the search currently holds; only their support explains an observation."""
+OVERLAP = 0.8
+"""Two observations with the same numbers and at least this Jaccard overlap of words are the same one."""
+
+_STOPWORDS = frozenset("a an the of for to in on at by with and or".split())
+_INVARIANT = frozenset(
+    "bias loss gas lens series species news focus status axis basis analysis process class less plus "
+    "this its has was is as thus".split()
+)
+_IRREGULAR = {
+    "axes": "axis",
+    "indices": "index",
+    "matrices": "matrix",
+    "vertices": "vertex",
+    "caches": "cache",
+}
+_WORD = re.compile(r"[^\W_]+")
+_NUM = re.compile(r"\d+(?:[.,]\d+)*(?:e[-+]?\d+)?")
+
+
+def _singular(word: str) -> str:
+    """Naive singular: enough that 'rates'/'rate' and 'losses'/'loss' meet, not a lemmatiser."""
+    if word in _IRREGULAR:
+        return _IRREGULAR[word]
+    if len(word) <= 3 or word in _INVARIANT or not word.isalpha():
+        return word
+    if word.endswith("es") and word[:-2] in _INVARIANT:
+        return word[:-2]
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def normalise_label(text: str) -> str:
+    """One axis written two ways is one axis: 'Learning rate', 'learning_rate', 'the learning-rates'."""
+    words = _WORD.findall(text.casefold())
+    kept = [w for w in words if w not in _STOPWORDS] or words  # a label of stopwords alone stays itself
+    return " ".join(_singular(w) for w in kept)
+
+
+def _changed(record: R, **changes: object) -> R:
+    """A validated copy of `record` with `changes` applied (the original is left as it was)."""
+    return type(record).model_validate({**record.model_dump(), **changes})
+
+
+# -- hypotheses -----------------------------------------------------------------------------------------
+
+
+def find_hypothesis(state: SearchState, text: str) -> Hypothesis | None:
+    """The oldest stored hypothesis with the same normalised text (archived ones included), or None."""
+    key = normalise_label(text)
+    if not key:
+        return None
+    return next(
+        (h for _, h in sorted(state.hypotheses.items()) if normalise_label(h.text) == key),
+        None,
+    )
+
+
+def propose(
+    state: SearchState,
+    text: str,
+    axis: str,
+    region: str,
+    round: int,
+    cites: Iterable[int] = (),
+    parent: int | None = None,
+) -> tuple[Hypothesis, bool]:
+    """The hypothesis for `text`: the stored one if it exists (False), else a new pending record (True)."""
+    found = find_hypothesis(state, text)
+    if found is not None:
+        return found, False
+    known = [c for c in dict.fromkeys(cites) if c in state.observations]
+    parent = parent if parent in state.hypotheses else None
+    h = Hypothesis(text=text.strip(), axis=axis.strip(), region=region.strip(), parent=parent, cites=known)
+    return _changed(h, created_round=round, updated_round=round), True
+
+
+def refine(
+    parent: Hypothesis, text: str, round: int, axis: str | None = None, region: str | None = None
+) -> Hypothesis:
+    """A new pending hypothesis that refines or repairs `parent` (lineage through `parent`)."""
+    return Hypothesis(
+        text=text.strip(),
+        axis=parent.axis if axis is None else axis.strip(),
+        region=parent.region if region is None else region.strip(),
+        parent=parent.id,
+        cites=list(parent.cites),
+        created_round=round,
+        updated_round=round,
+    )
+
+
+def lineage(state: SearchState, hypothesis_id: int) -> list[Hypothesis]:
+    """The chain of refinements from the original hypothesis down to `hypothesis_id` (cycle-safe)."""
+    chain: list[Hypothesis] = []
+    seen: set[int] = set()
+    hid: int | None = hypothesis_id
+    while hid is not None and hid in state.hypotheses and hid not in seen:
+        seen.add(hid)
+        chain.append(state.hypotheses[hid])
+        hid = state.hypotheses[hid].parent
+    return chain[::-1]
+
+
+_FROM: dict[HypothesisStatus, tuple[HypothesisStatus, ...]] = {
+    "working": ("pending", "working", "retained", "revived"),
+    "retained": ("working", "retained", "revived"),
+    "set_aside": ("pending", "working", "retained", "revived"),
+}
+"""Allowed source statuses of each move; `revive` has its own rule (the cooldown)."""
+
+
+def _move(h: Hypothesis, to: HypothesisStatus, round: int, **extra: object) -> Hypothesis | None:
+    # A disallowed move returns None instead of raising: moves are often asked for by a model's verdict,
+    # and a verdict that does not fit the life cycle is skipped, not fatal.
+    if h.archived or h.status not in _FROM[to]:
+        return None
+    return _changed(h, status=to, updated_round=max(h.updated_round, round), **extra)
+
+
+def work(h: Hypothesis, round: int) -> Hypothesis | None:
+    """pending / retained / revived → working (an experiment is testing it); None when not allowed."""
+    return _move(h, "working", round)
+
+
+def retain(h: Hypothesis, round: int) -> Hypothesis | None:
+    """working / revived → retained (it survived its tests); None when not allowed."""
+    return _move(h, "retained", round)
+
+
+def set_aside(h: Hypothesis, round: int, cooldown: int) -> Hypothesis | None:
+    """Set aside until round `round + cooldown`; None when already set aside or archived."""
+    if cooldown < 0:
+        raise ValueError(f"cooldown must be >= 0 rounds, got {cooldown}")
+    return _move(h, "set_aside", round, cooldown_until=round + cooldown)
+
+
+def revive(h: Hypothesis, round: int) -> Hypothesis | None:
+    """set aside → revived once the cooldown is over; None before it, or when archived."""
+    if h.archived or h.status != "set_aside" or (h.cooldown_until is not None and round < h.cooldown_until):
+        return None
+    return _changed(h, status="revived", cooldown_until=None, updated_round=max(h.updated_round, round))
+
+
+def archive(h: Hypothesis, round: int) -> Hypothesis | None:
+    """Pivot away for good (a fatal flaw): set aside and archived, never revived; None if already archived."""
+    if h.archived:
+        return None
+    return _changed(
+        h, status="set_aside", archived=True, cooldown_until=None, updated_round=max(h.updated_round, round)
+    )
+
+
+def record_node(h: Hypothesis, node: int) -> Hypothesis:
+    """`h` with `node` recorded among the experiments that tested it."""
+    return h if node in h.nodes else _changed(h, nodes=[*h.nodes, node])
+
+
+def revivable(state: SearchState, round: int) -> list[Hypothesis]:
+    """Set-aside, unarchived hypotheses whose cooldown is over at `round`, oldest first."""
+    return [h for _, h in sorted(state.hypotheses.items()) if revive(h, round) is not None]
+
+
+# -- observations and evidence --------------------------------------------------------------------------
+
+
+def _fingerprint(text: str) -> tuple[str, frozenset[str], frozenset[str]]:
+    """(normalised text, numbers as written, normalised words without the numbers)."""
+    folded = text.casefold()
+    nums = frozenset(m.group().replace(",", "") for m in _NUM.finditer(folded))
+    return normalise_label(text), nums, frozenset(normalise_label(_NUM.sub(" ", folded)).split())
+
+
+def find_observation(state: SearchState, text: str) -> Observation | None:
+    """The stored observation `text` repeats: equal normalised text, or the same numbers and high word overlap."""
+    key, nums, words = _fingerprint(text)
+    best: tuple[float, int] | None = None
+    for oid, o in state.observations.items():
+        okey, onums, owords = _fingerprint(o.text)
+        if key and okey == key:
+            score = 2.0  # an exact (normalised) repeat beats any overlap
+        elif nums == onums and words and owords:
+            score = len(words & owords) / len(words | owords)
+            if score < OVERLAP:
+                continue
+        else:
+            continue
+        if best is None or (score, -oid) > (best[0], -best[1]):
+            best = (score, oid)
+    return None if best is None else state.observations[best[1]]
+
+
+def observe(
+    state: SearchState,
+    text: str,
+    source: ObservationSource,
+    region: str = "",
+    node: int | None = None,
+    round: int = 0,
+) -> tuple[Observation, bool]:
+    """A new provisional observation (True), or the one it repeats, seen once more and confirmed (False)."""
+    seen = find_observation(state, text)
+    if seen is not None:
+        return _changed(seen, times_seen=seen.times_seen + 1, provisional=False), False
+    o = Observation(text=text.strip(), source=source, region=region.strip(), node=node, round=round)
+    return o, True
+
+
+def confirm(o: Observation) -> Observation:
+    """`o` confirmed by a comparison (no second sighting needed)."""
+    return o if not o.provisional else _changed(o, provisional=False)
+
+
+def _latest_pairs(state: SearchState) -> dict[tuple[int, int], Evidence]:
+    """The latest evidence of each (observation, hypothesis) pair whose both ends exist."""
+    out: dict[tuple[int, int], Evidence] = {}
+    for e in state.evidence.values():
+        if e.observation not in state.observations or e.hypothesis not in state.hypotheses:
+            continue
+        key = (e.observation, e.hypothesis)
+        if key not in out or (e.round, e.id) > (out[key].round, out[key].id):
+            out[key] = e
+    return out
+
+
+def relate(
+    state: SearchState,
+    observation_id: int,
+    hypothesis_id: int,
+    relation: Relation,
+    round: int,
+    note: str = "",
+) -> Evidence:
+    """The evidence between the pair: the existing record re-assessed, or a new one."""
+    if observation_id not in state.observations or hypothesis_id not in state.hypotheses:
+        raise ValueError(
+            f"evidence needs a stored observation and hypothesis (got o{observation_id}, h{hypothesis_id}); "
+            "restrict the answer schema to existing ids"
+        )
+    note = note.strip()[:300]
+    existing = _latest_pairs(state).get((observation_id, hypothesis_id))
+    if existing is not None:
+        return _changed(existing, relation=relation, round=round, note=note)
+    return Evidence(
+        observation=observation_id, hypothesis=hypothesis_id, relation=relation, round=round, note=note
+    )
+
+
+class Tally(BaseModel):
+    """Observation counts per relation."""
+
+    model_config = ConfigDict(extra="forbid")
+    support: int = 0
+    """Observations that support the hypothesis."""
+    oppose: int = 0
+    """Observations that oppose it."""
+    neutral: int = 0
+    """Observations assessed as neither."""
+    unassessed: int = 0
+    """Observations related to it but not assessed yet."""
+
+
+class Standing(BaseModel):
+    """Where a hypothesis stands: its evidence split by whether the observation is confirmed."""
+
+    model_config = ConfigDict(extra="forbid")
+    confirmed: Tally = Field(default_factory=Tally)
+    """Counts over confirmed observations (seen twice, or confirmed by a comparison)."""
+    provisional: Tally = Field(default_factory=Tally)
+    """Counts over provisional observations (seen once); these never refute."""
+
+
+def _standings(state: SearchState) -> dict[int, Standing]:
+    out: dict[int, Standing] = {}
+    for (oid, hid), e in _latest_pairs(state).items():
+        s = out.setdefault(hid, Standing())
+        tally = s.provisional if state.observations[oid].provisional else s.confirmed
+        setattr(tally, e.relation, getattr(tally, e.relation) + 1)
+    return out
+
+
+def standing(state: SearchState, hypothesis_id: int) -> Standing:
+    """Support / oppose / neutral / unassessed counts for one hypothesis, confirmed and provisional."""
+    return _standings(state).get(hypothesis_id, Standing())
+
+
+def refuted(state: SearchState, hypothesis_id: int) -> bool:
+    """True when a confirmed observation opposes it (a provisional observation never refutes)."""
+    return standing(state, hypothesis_id).confirmed.oppose > 0
+
+
+def established(state: SearchState, hypothesis_id: int) -> bool:
+    """Confirmed support and no confirmed opposition (unrefuted but unsupported is not established)."""
+    s = standing(state, hypothesis_id).confirmed
+    return s.support > 0 and s.oppose == 0
+
+
+def unexplained(state: SearchState) -> list[Observation]:
+    """Observations that no working, retained or revived hypothesis has a support relation with."""
+    explained = {
+        oid
+        for (oid, hid), e in _latest_pairs(state).items()
+        if e.relation == "support"
+        and state.hypotheses[hid].status in ACTIVE
+        and not state.hypotheses[hid].archived
+    }
+    return [o for _, o in sorted(state.observations.items()) if o.id not in explained]
+
+
+# -- the map --------------------------------------------------------------------------------------------
+
+
+class RegionRow(BaseModel):
+    """One (axis, region) cell of the hypothesis map."""
+
+    model_config = ConfigDict(extra="forbid")
+    axis: str
+    """Normalised axis label."""
+    region: str
+    """Normalised region label."""
+    hypotheses: int = 0
+    """Hypotheses in the cell (archived ones included)."""
+    statuses: dict[str, int] = {}
+    """Hypothesis count per status."""
+    archived: int = 0
+    """How many of them were archived on a pivot."""
+    nodes: int = 0
+    """Distinct nodes that tested them."""
+    best_node: int | None = None
+    """The best-scoring of those nodes; None when none has a score."""
+    best_score: float | None = None
+    """Its direction-normalised score (higher is better)."""
+    best_raw: float | None = None
+    """Its score as the evaluator reported it, for display."""
+    last_round: int = 0
+    """The last round a hypothesis of the cell was proposed, changed, or tested."""
+
+
+def hypothesis_map(state: SearchState) -> list[RegionRow]:
+    """One row per (axis, region), the most recently touched first."""
+    rows: dict[tuple[str, str], RegionRow] = {}
+    tested_by: dict[tuple[str, str], set[int]] = {}
+    for h in state.hypotheses.values():
+        key = (normalise_label(h.axis), normalise_label(h.region))
+        r = rows.setdefault(key, RegionRow(axis=key[0], region=key[1]))
+        r.hypotheses += 1
+        r.statuses[h.status] = r.statuses.get(h.status, 0) + 1
+        r.archived += h.archived
+        r.last_round = max(r.last_round, h.created_round, h.updated_round)
+        for nid in h.nodes:
+            n = state.nodes.get(nid)
+            if n is None:
+                continue
+            tested_by.setdefault(key, set()).add(nid)
+            r.last_round = max(r.last_round, n.round)
+            if n.score is not None and (
+                r.best_score is None or (n.score, -n.id) > (r.best_score, -(r.best_node or 0))
+            ):
+                r.best_node, r.best_score, r.best_raw = n.id, n.score, n.raw_score
+    for key, ids in tested_by.items():
+        rows[key].nodes = len(ids)
+    return sorted(rows.values(), key=lambda r: (-r.last_round, -r.hypotheses, r.axis, r.region))
+
+
+def under_explored(rows: list[RegionRow], k: int) -> list[RegionRow]:
+    """The k cells with the fewest experiments (then fewest hypotheses), skipping fully archived ones."""
+    open_rows = [r for r in rows if r.archived < r.hypotheses]
+    return sorted(open_rows, key=lambda r: (r.nodes, r.hypotheses, r.last_round, r.axis, r.region))[:k]
+
+
+def _nodes(k: int) -> str:
+    return f"{k} node" if k == 1 else f"{k} nodes"
+
+
+def _cell(r: RegionRow) -> str:
+    return f"{r.axis or '(no axis)'} / {r.region or '-'}"
+
+
+def _row_line(r: RegionRow) -> str:
+    statuses = ", ".join(f"{c} {s.replace('_', ' ')}" for s, c in sorted(r.statuses.items()))
+    best = "" if r.best_raw is None else f", best {r.best_raw:.5g} (node {r.best_node})"
+    return f"- {_cell(r)}: {r.hypotheses} hyp ({statuses}), {_nodes(r.nodes)}{best}, round {r.last_round}"
+
+
+def render_space(
+    state: SearchState,
+    budget_tokens: int,
+    count: Callable[[str], int],
+    round: int | None = None,
+    per_section: int = 12,
+) -> str:
+    """The map, under-explored cells, revivable set-asides and unexplained observations, within the budget.
+
+    Each section is capped at `per_section` lines, so the cost stops growing with the state; lines are
+    then taken round-robin across sections while they fit, and whole lines are dropped, never cut.
+    """
+    now = int(state.meta.get("round", 0)) if round is None else round
+    rows = hypothesis_map(state)
+    unexp = sorted(unexplained(state), key=lambda o: (o.provisional, -o.id))  # confirmed, then newest
+    sections = [
+        ("Hypothesis map (axis / region)", [_row_line(r) for r in rows[:per_section]]),
+        (
+            "Under-explored",
+            [
+                f"- {_cell(r)}: {r.hypotheses} hyp, {_nodes(r.nodes)}"
+                for r in under_explored(rows, per_section)
+            ],
+        ),
+        (
+            "Set aside, may be revived",
+            [f"- h{h.id} [{h.axis}] {h.text[:90]}" for h in revivable(state, now)[-per_section:]],
+        ),
+        (
+            "Unexplained observations",
+            [
+                f"- o{o.id}{' (provisional)' if o.provisional else ''}: {o.text[:100]}"
+                for o in unexp[:per_section]
+            ],
+        ),
+    ]
+    taken: list[list[str]] = [[] for _ in sections]
+    full = [False] * len(sections)
+    used = 0
+    for i in range(per_section):
+        for s, (title, lines) in enumerate(sections):
+            if full[s] or i >= len(lines):
+                continue
+            cost = count(lines[i]) + 1 + (count(f"## {title}") + 2 if i == 0 else 0)
+            if used + cost > budget_tokens:
+                full[s] = True  # a section that overflows takes no later (lower-priority) lines
+                continue
+            taken[s].append(lines[i])
+            used += cost
+
+    def text() -> str:
+        return "\n\n".join(f"## {t}\n" + "\n".join(ls) for (t, _), ls in zip(sections, taken) if ls)
+
+    out = text()
+    while out and count(out) > budget_tokens:  # the per-line estimate can miss by a few tokens
+        longest = max(range(len(taken)), key=lambda s: len(taken[s]))
+        taken[longest].pop()
+        out = text()
+    return out
+
+
+def best_supported(state: SearchState) -> Node | None:
+    """The answer node: the best valid node, preferring nodes whose hypotheses are not refuted.
+
+    Order: no tested hypothesis refuted, then score (higher first; unscored last, as in a diagnosis task),
+    then an established hypothesis, then confirmed support, then the oldest node.
+    """
+    standings = _standings(state)
+    by_node: dict[int, list[int]] = {}
+    for h in state.hypotheses.values():
+        for nid in h.nodes:
+            by_node.setdefault(nid, []).append(h.id)
+
+    def key(n: Node) -> tuple:
+        s = [standings.get(hid, Standing()).confirmed for hid in by_node.get(n.id, [])]
+        return (
+            not any(t.oppose for t in s),
+            n.score is not None,
+            n.score or 0.0,
+            any(t.support and not t.oppose for t in s),
+            sum(t.support for t in s),
+            -n.id,
+        )
+
+    return max(state.valid_nodes(), key=key, default=None)
