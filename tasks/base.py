@@ -7,13 +7,22 @@ the file, the field and the fix. This module reads files only; running anything 
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,6 +66,23 @@ class CommandConfig(_Strict):
     """OMP/MKL/OpenBLAS thread count given to the evaluation."""
 
 
+class AnswerConfig(_Strict):
+    """`[answer]`: what an `answer` task delivers and the JSON schema that bounds it."""
+
+    file: str = "answer.json"
+    """The deliverable that `[test]` grades; the search writes it, so it must be listed in `editable`."""
+    schema_path: str = Field(alias="schema")
+    """JSON-schema file (relative to the task directory, listed under `material`) that answer.json follows;
+    a backend can decode the answer under it, so even a small model writes only valid values."""
+
+    @field_validator("file", "schema_path")
+    @classmethod
+    def _relative(cls, v: str) -> str:
+        if v.startswith("/") or ".." in Path(v).parts or v in ("", ".") or v.endswith("/"):
+            raise ValueError(f"{v!r} must be a file path relative to the task directory, without '..'")
+        return v
+
+
 class TaskConfig(_Strict):
     name: str
     """Lower-case letters, digits and dashes."""
@@ -73,6 +99,8 @@ class TaskConfig(_Strict):
     metric: MetricConfig | None = None
     evaluate: CommandConfig | None = None
     test: CommandConfig | None = None
+    answer: AnswerConfig | None = None
+    """`answer` tasks only: the deliverable file and the JSON schema it follows."""
 
     @field_validator("name")
     @classmethod
@@ -90,6 +118,27 @@ class TaskConfig(_Strict):
             if p.startswith("/") or ".." in Path(p).parts or p in ("", "."):
                 raise ValueError(f"{p!r} must be a path relative to the task directory, without '..'")
         return v
+
+    @field_validator("answer")
+    @classmethod
+    def _answer_rules(cls, answer: AnswerConfig | None, info: ValidationInfo) -> AnswerConfig | None:
+        # Fields declared above `answer` are validated first; one that failed is absent and reported alone.
+        if answer is None:
+            return None
+        if info.data.get("kind", "answer") != "answer":
+            raise ValueError(
+                "an [answer] section belongs to an 'answer' task only; remove it or set kind = \"answer\""
+            )
+        editable = info.data.get("editable", [answer.file])
+        if answer.file not in editable:
+            raise ValueError(
+                f"answer.file {answer.file!r} is not in editable {editable}; add it there (the search writes it)"
+            )
+        if not _covers(info.data.get("material", [answer.schema_path]), answer.schema_path):
+            raise ValueError(
+                f"answer.schema {answer.schema_path!r} is not listed under material; add it (or its folder) there"
+            )
+        return answer
 
     @model_validator(mode="after")
     def _kind_rules(self) -> TaskConfig:
@@ -113,6 +162,11 @@ class TaskConfig(_Strict):
                 f"{sorted(overlap)} listed as editable and as material/hidden; list each file once"
             )
         return self
+
+
+def _covers(entries: list[str], rel: str) -> bool:
+    """Whether `rel` is one of the listed files or lies inside a listed folder (`dir/`)."""
+    return any(rel == e or (e.endswith("/") and rel.startswith(e)) for e in entries)
 
 
 class EvalResult(BaseModel):
@@ -165,6 +219,12 @@ class Task:
     @property
     def seedless(self) -> bool:
         return not self.seed_files()
+
+    def answer_schema(self) -> dict | None:
+        """The parsed JSON schema of the deliverable (`[answer] schema`), or None when the task has none."""
+        if self.config.answer is None:
+            return None
+        return json.loads((self.root / self.config.answer.schema_path).read_text())
 
     def material_files(self) -> list[Path]:
         """Every material file, expanded from folders, relative to the task root."""
@@ -256,9 +316,28 @@ def load_task(path: str | Path) -> Task:
                 problems.append(
                     f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material"
                 )
+    if config.answer is not None:
+        problems += _schema_problems(root, config.answer.schema_path)
     if problems:
         raise TaskError("\n".join([f"{toml_path}: {len(problems)} problem(s)", *problems]))
     return Task(root, config)
+
+
+def _schema_problems(root: Path, rel: str) -> list[str]:
+    """Why the answer schema file cannot describe answer.json, as task.toml error lines (empty if it can)."""
+    path = root / rel
+    if not path.is_file():
+        return [f"  field 'answer.schema': file {rel!r} not found in {root}; create it or fix the path"]
+    try:
+        schema = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as e:
+        return [f"  field 'answer.schema': {rel!r} is not valid JSON ({e}); fix the file"]
+    if not isinstance(schema, dict) or schema.get("type") != "object":
+        return [
+            f'  field \'answer.schema\': {rel!r} must be a JSON schema whose top level has "type": "object"'
+            " (answer.json is one JSON object); fix the schema"
+        ]
+    return []
 
 
 def builtin_names() -> list[str]:

@@ -91,4 +91,4 @@ def test_minimise_tasks_are_normalised_so_higher_is_better():
     task = resolve_task("bin-packing-weibull")
     assert task.normalise(4.0) > task.normalise(5.0)
     assert task.normalise(float("nan")) is None
-    assert len(builtin_names()) == 5
+    assert len(builtin_names()) == 6

@@ -1,0 +1,268 @@
+"""The built-in diagnosis task incident-rca: its `[answer]` contract, its hidden grader, the calibration of its
+generator (a simple heuristic scores about half, a careful reader everything) and its reproducibility.
+
+The careful reader here is rules over the material only: the root is the service whose anomaly starts first
+once batch-job windows from changes.csv are set aside, and the fault is the signature line in its log.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from scripts.make_incidents import (
+    ALL_SERVICES,
+    DEFAULT_OUT,
+    DEFAULT_SEED,
+    FAULTS,
+    SIGNATURES,
+    generate_incident,
+    write_case,
+    write_incident,
+)
+from scripts.rca_heuristic import diagnose_case, diagnose_incident
+from scripts.rca_heuristic import main as heuristic_main
+from tasks.base import BUILTIN_DIR, Task, TaskError, load_task
+from tasks.sandbox import run_evaluation
+
+SEEDS = range(100, 160)
+"""Generator seeds for the calibration checks (the committed case uses DEFAULT_SEED * 1000 + k)."""
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return load_task(BUILTIN_DIR / "incident-rca")
+
+
+@pytest.fixture(scope="module")
+def case():
+    return [generate_incident(DEFAULT_SEED * 1000 + k, f"i{k}") for k in range(1, 5)]
+
+
+def _truth_answer(case) -> dict:
+    return {
+        "incidents": {
+            i.id: {"root_service": i.root, "fault": i.fault, "ruled_out": [], "evidence": "first anomaly"}
+            for i in case
+        }
+    }
+
+
+def _score(answer: dict, incident) -> float:
+    return 0.5 * (answer["root_service"] == incident.root) + 0.5 * (answer["fault"] == incident.fault)
+
+
+# ---- the task and its [answer] contract ----
+
+
+def test_task_loads_seedless_with_its_answer_schema(task: Task, case):
+    assert task.config.kind == "answer" and task.config.evaluate is None and task.seedless
+    assert task.config.answer.file == "answer.json" and "answer.json" in task.config.editable
+    schema = task.answer_schema()
+    incidents = schema["properties"]["incidents"]
+    assert incidents["required"] == ["i1", "i2", "i3", "i4"]
+    diagnosis = incidents["properties"]["i1"]
+    assert diagnosis["properties"]["fault"]["enum"] == list(FAULTS)
+    services = sorted({s for i in case for s in i.calls})
+    assert diagnosis["properties"]["root_service"]["enum"] == services
+    assert diagnosis["properties"]["ruled_out"]["maxItems"] == 3
+    assert diagnosis["properties"]["evidence"]["maxLength"] == 160
+    assert len(task.statement) < 1200
+    assert load_task(BUILTIN_DIR / "circle-packing-26").answer_schema() is None
+
+
+ANSWER_TASK = """name = "diag"
+statement = "statement.md"
+kind = "answer"
+editable = ["answer.json"]
+material = ["schema.json", "case/"]
+hidden = ["grader/"]
+
+[answer]
+file = "answer.json"
+schema = "schema.json"
+
+[test]
+command = ["python", "grader/test.py"]
+"""
+
+
+def _answer_task(root: Path, toml: str, schema: str = '{"type": "object"}') -> Path:
+    (root / "grader").mkdir(parents=True)
+    (root / "case").mkdir()
+    (root / "task.toml").write_text(toml)
+    (root / "statement.md").write_text("Diagnose.")
+    (root / "grader" / "test.py").write_text("")
+    (root / "schema.json").write_text(schema)
+    return root
+
+
+def test_an_answer_task_with_a_good_schema_loads(tmp_path: Path):
+    task = load_task(_answer_task(tmp_path, ANSWER_TASK))
+    assert task.answer_schema() == {"type": "object"} and task.seedless
+
+
+@pytest.mark.parametrize(
+    ("change", "schema", "field", "words"),
+    [
+        (('kind = "answer"', 'kind = "optimize"'), None, "answer",
+         "'answer' task only"),
+        (('file = "answer.json"', 'file = "report.json"'), None, "answer", "not in editable"),
+        (('material = ["schema.json", "case/"]', 'material = ["case/"]'), None, "answer", "not listed under material"),
+        (('schema = "schema.json"', 'schema = "case/s.json"'), None, "answer.schema", "not found"),
+        (('file = "answer.json"', 'file = "../answer.json"'), None, "answer.file", "relative"),
+        (('file = "answer.json"', 'file = "answer.json"\ncolour = "red"'), None, "answer.colour", "unknown field"),
+        (None, "{not json", "answer.schema", "not valid JSON"),
+        (None, '{"type": "array"}', "answer.schema", '"type": "object"'),
+    ],
+)  # fmt: skip
+def test_answer_section_mistakes_name_file_field_and_fix(tmp_path, change, schema, field, words):
+    toml = ANSWER_TASK.replace(*change, 1) if change else ANSWER_TASK
+    _answer_task(tmp_path, toml, schema or '{"type": "object"}')
+    with pytest.raises(TaskError) as e:
+        load_task(tmp_path)
+    msg = str(e.value)
+    assert str(tmp_path / "task.toml") in msg and f"field '{field}'" in msg and words in msg
+
+
+# ---- the hidden grader, run as the search runs it ----
+
+
+def _grade(task: Task, text: str | None, workdir: Path):
+    return run_evaluation(task, {} if text is None else {"answer.json": text}, workdir, split="test")
+
+
+def test_grader_scores_the_truth_one_and_a_wrong_answer_zero(task: Task, case, tmp_path: Path):
+    right = _grade(task, json.dumps(_truth_answer(case)), tmp_path / "right")
+    assert right.valid and right.score == 1.0 and right.metrics["i3_fault"] == 1.0
+    wrong = _truth_answer(case)
+    for i in case:
+        d = wrong["incidents"][i.id]
+        d["root_service"] = next(s for s in i.services if s != i.root)
+        d["fault"] = next(f for f in FAULTS if f != i.fault)
+    result = _grade(task, json.dumps(wrong), tmp_path / "wrong")
+    assert result.valid and result.score == 0.0 and "0/4 root services" in result.message
+    assert not (tmp_path / "wrong" / "grader").exists()  # hidden files leave with the run
+
+
+def _edited(edit) -> Callable[[dict], str]:
+    """An answer.json text: the truth answer after `edit` changed it in place."""
+    return lambda answer: (edit(answer), json.dumps(answer))[1]
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda a: "{'incidents': ", "not valid JSON"),
+        (_edited(lambda a: a["incidents"].pop("i2")), "answer.json.incidents: missing i2"),
+        (_edited(lambda a: a["incidents"]["i1"].update(fault="oom")), "answer.json.incidents.i1.fault: 'oom' is not one of"),
+        (_edited(lambda a: a["incidents"]["i4"].update(evidence="x" * 161)), "at most 160 characters"),
+        (_edited(lambda a: a["incidents"]["i1"].update(ruled_out=["gateway"] * 4)), "at most 3 items"),
+        (_edited(lambda a: a.update(notes="hi")), "unknown notes"),
+        (lambda a: None, "answer.json is missing"),
+    ],
+)  # fmt: skip
+def test_grader_calls_a_malformed_answer_invalid_and_says_why(task: Task, case, tmp_path: Path, make, words):
+    result = _grade(task, make(_truth_answer(case)), tmp_path)
+    assert not result.valid and result.score is None and words in result.message
+
+
+def test_truth_file_reveals_nothing_and_the_material_holds_no_truth(task: Task):
+    truth = (task.root / "grader" / "truth.json").read_text()
+    assert not any(name in truth for name in (*ALL_SERVICES, *FAULTS))
+    material = [str(p) for p in task.material_files()]
+    assert material and not any("truth" in p or p.startswith("grader") for p in material)
+    for rel in material:
+        text = (task.root / rel).read_text()
+        if rel != "answer_schema.json":  # the schema lists every fault on purpose
+            assert not any(f in text for f in FAULTS), rel
+        assert "seed" not in text.lower() and "make_incidents" not in text, rel
+
+
+# ---- the generator's calibration ----
+
+
+def _onset(rows: list[dict], window: list[str]) -> int:
+    """First minute of a 3-minute run of anomalies against the first 10 minutes, outside `window`."""
+    base = {k: statistics.median(float(r[k]) for r in rows[:10]) for k in rows[0] if k != "time"}
+
+    def anomalous(r: dict) -> bool:
+        if window[0] <= r["time"] <= window[1]:  # HH:MM strings compare in time order (no midnight)
+            return False
+        value = {k: float(r[k]) for k in base}
+        return (value["latency_ms"] > 1.5 * base["latency_ms"] or value["error_rate"] > base["error_rate"] + 0.03
+                or value["cpu"] > base["cpu"] + 25 or value["mem"] > base["mem"] + 20)  # fmt: skip
+
+    return next((m for m in range(len(rows) - 2) if all(map(anomalous, rows[m : m + 3]))), len(rows))
+
+
+def _careful(incident: Path) -> tuple[str | None, str | None]:
+    """Root: the earliest sustained anomaly outside batch-job windows; fault: the root's signature line."""
+    calls = json.loads((incident / "graph.json").read_text())["calls"]
+    with open(incident / "changes.csv", newline="") as f:
+        batch = [r for r in csv.DictReader(f) if r["change"].startswith("batch job")]
+    onset = {}
+    for s in calls:
+        with open(incident / "metrics" / f"{s}.csv", newline="") as f:
+            rows = list(csv.DictReader(f))
+        onset[s] = _onset(rows, sorted(r["time"] for r in batch if r["service"] == s) or ["", ""])
+    first = [s for s in calls if onset[s] == min(onset.values())]
+    if len(first) != 1:
+        return None, None
+    log = (incident / "logs" / f"{first[0]}.txt").read_text().lower()
+    faults = [f for f, signature in SIGNATURES.items() if signature in log]
+    return first[0], faults[0] if len(faults) == 1 else None
+
+
+def test_heuristic_scores_about_half_while_a_careful_reader_scores_all(tmp_path: Path):
+    heuristic, careful = [], []
+    for seed in SEEDS:
+        incident = generate_incident(seed)
+        write_incident(incident, tmp_path / str(seed))
+        heuristic.append(_score(diagnose_incident(tmp_path / str(seed)), incident))
+        root, fault = _careful(tmp_path / str(seed))
+        careful.append(_score({"root_service": root, "fault": fault}, incident))
+    assert 0.3 <= statistics.mean(heuristic) <= 0.7
+    assert careful == [1.0] * len(SEEDS)
+
+
+def test_each_signature_is_in_the_root_log_of_its_fault_only():
+    for seed in SEEDS:
+        incident = generate_incident(seed)
+        for service, lines in incident.logs.items():
+            text = "\n".join(lines).lower()
+            found = [f for f, signature in SIGNATURES.items() if signature in text]
+            assert found == ([incident.fault] if service == incident.root else []), (seed, service)
+
+
+def test_heuristic_answer_follows_the_schema_on_the_committed_case(task: Task, case, tmp_path: Path):
+    answer = diagnose_case(task.root)
+    expected = statistics.mean(_score(answer["incidents"][i.id], i) for i in case)
+    result = _grade(task, json.dumps(answer), tmp_path)
+    assert result.valid and result.score == pytest.approx(expected)
+
+
+def test_heuristic_cli_writes_answer_json(tmp_path: Path):
+    heuristic_main(["--out", str(tmp_path / "answer.json")])
+    assert set(json.loads((tmp_path / "answer.json").read_text())["incidents"]) == {"i1", "i2", "i3", "i4"}
+
+
+# ---- reproducibility ----
+
+
+def test_regenerating_from_the_committed_seed_reproduces_the_case_byte_for_byte(tmp_path: Path):
+    write_case(tmp_path, DEFAULT_SEED, incidents=4)
+    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    committed = sorted(
+        p.relative_to(DEFAULT_OUT)
+        for p in DEFAULT_OUT.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+    assert made == committed
+    assert all((tmp_path / rel).read_bytes() == (DEFAULT_OUT / rel).read_bytes() for rel in made)
+    assert generate_incident(5) == generate_incident(5) and generate_incident(5) != generate_incident(6)
