@@ -163,7 +163,9 @@ def return_functions(source: str) -> list[tuple[str, list[str]]]:
     """(name, visible names) of the top-level functions that end in a one-line return (set_return targets)."""
     tree = _parse(source)
     fns = _function_nodes(tree) if tree else {}
-    return [(n, visible_names(tree, fn)[0]) for n, fn in fns.items() if returns(fn) is not None]
+    return [
+        (n, visible_names(tree, fn)[0]) for n, fn in fns.items() if returns(fn) and visible_names(tree, fn)[0]
+    ]
 
 
 def anchor(lineno: int, line: str) -> str:
@@ -223,8 +225,9 @@ def edit_schema(
     for path, text in files.items() if "set_return" in ops else ():
         tree = _parse(text) if path.endswith(".py") else None
         for name, fn in (_function_nodes(tree) if tree else {}).items():
-            if (only is None or name in only) and returns(fn) is not None:
-                expr = (str, Field(min_length=1, max_length=120, pattern=pattern(*visible_names(tree, fn))))
+            if (only is None or name in only) and returns(fn) is not None and visible_names(tree, fn)[0]:
+                # no maxLength: xgrammar ignores it next to a pattern, which bounds the length anyway
+                expr = (str, Field(pattern=pattern(*visible_names(tree, fn))))
                 add(SetReturn, "_" + name, function=(_enum([name]), ...), expression=expr)
     if "replace_function" in ops and functions:
         add(ReplaceFunction, name=(_enum(functions), ...), body=(str, ...))
@@ -483,7 +486,7 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
     if ops:
         node = rng.choice(ops)
         out.append(_literal_edit(path, text, node, f"({_mutated(node)})"))
-    fns = [(name, fn) for name, fn in _function_nodes(tree).items() if returns(fn) is not None]
+    fns = [(n, fn) for n, fn in _function_nodes(tree).items() if returns(fn) and visible_names(tree, fn)[0]]
     if fns:
         name, fn = rng.choice(fns)
         expr = random_expression(*visible_names(tree, fn), rng)

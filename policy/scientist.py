@@ -1,4 +1,4 @@
-"""The scientist: audit, inspect, failure attribution and verbalized proposals.
+"""The scientist: audit, inspect and verbalized proposals (failure attribution is `policy.analysis`).
 
 Each call is a short prompt plus a per-call pydantic schema decoded under grammar constraint, so even the
 135M default returns a parsable object: node ids are `Literal` enums of ids that exist, strings are
@@ -39,7 +39,7 @@ class ScientistConfig(BaseModel):
     """Tail candidates each have a stated probability below this."""
     temperature: float = Field(0.8, ge=0)
     max_tokens: int = Field(320, gt=0)
-    """Cap on a proposal's tokens; audits and attributions use less."""
+    """Cap on a proposal's tokens; audits and inspections use less."""
 
 
 class AuditNotes(BaseModel):
@@ -50,18 +50,6 @@ class AuditNotes(BaseModel):
     """Exploitable structure in the data or the problem."""
     weakness: str = Field(max_length=160)
     """The largest information-loss step or weakness in the seed program."""
-
-
-class Attribution(BaseModel):
-    """Whether a failed or regressed node's idea or its implementation was wrong."""
-
-    model_config = ConfigDict(extra="forbid")
-    node: int
-    verdict: Literal["idea", "implementation"]
-    evidence: str = Field(max_length=160)
-    """The log line or curve point the verdict rests on."""
-    fix: str = Field(max_length=160)
-    """Corrected instructions for the executor (implementation) or the lesson (idea)."""
 
 
 class Proposal(BaseModel):
@@ -166,17 +154,6 @@ class Scientist:
         if c.parsed is None:
             return [], [], c
         return list(dict.fromkeys(c.parsed.nodes)), list(dict.fromkeys(getattr(c.parsed, "forget", []))), c
-
-    def attribute(
-        self, report: str, node: int, seed: int | None = None
-    ) -> tuple[Attribution | None, Completion]:
-        schema = create_model("Attr", __base__=Attribution, node=(Literal[node], ...))  # type: ignore[valid-type]
-        user = (
-            f"{report}\n\nNode {node} failed or regressed. Was the idea wrong, or its implementation (a bug, "
-            "under-training, a bad setting)? Cite the log line or curve point, and give the fix."
-        )
-        _, c = self._call(user, schema, "attribute", 160, seed)
-        return c.parsed, c
 
     def propose(
         self,

@@ -155,6 +155,8 @@ def _overrides(args: argparse.Namespace) -> dict:
         o.setdefault("executor_model.model", args.model)
     if args.backend is not None and args.executor_backend is None:
         o.setdefault("executor_model.backend", args.backend)
+    for part in args.without or []:
+        o[f"components.{part}"] = False
     for item in args.set or []:
         key, sep, value = item.partition("=")
         if not sep:
@@ -290,6 +292,12 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--update-every", type=int, metavar="M", help="TTT: rounds between GRPO updates")
     se.add_argument("--lora-rank", type=int, metavar="R", help="TTT: LoRA rank")
     se.add_argument("--lr", type=float, help="TTT: learning rate")
+    se.add_argument(
+        "--without",
+        action="append",
+        choices=["observations", "comparison", "attribution", "audit", "verbalized", "memory"],
+        help="turn one part of the arts round off (an ablation); repeatable",
+    )
     se.add_argument("--resume", help="continue the run in this directory")
     se.add_argument("--config", help="TOML file with a SearchConfig")
     se.add_argument(

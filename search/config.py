@@ -12,10 +12,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from policy.analysis import AnalysisConfig
 from policy.base import Pricing
 from policy.executor import ExecutorConfig
+from policy.investigator import InvestigatorConfig
 from policy.scientist import ScientistConfig
 from rewards import RewardConfig
+from search.attribution import AttributionConfig
+from search.dual import ComponentsConfig, SpaceConfig
 from search.render import RenderConfig
 from training.grpo import GRPOConfig
 
@@ -76,6 +80,16 @@ class SearchConfig(BaseModel):
     scientist: ScientistConfig = ScientistConfig()
     executor: ExecutorConfig = ExecutorConfig()
     render: RenderConfig = RenderConfig()
+    investigator: InvestigatorConfig = InvestigatorConfig()
+    """The executor of an answer-kind (diagnosis) task: read-only tools, findings, the answer."""
+    components: ComponentsConfig = ComponentsConfig()
+    """Parts of the arts round that can be turned off one at a time (ablations)."""
+    space: SpaceConfig = SpaceConfig()
+    """The hypothesis and observation spaces."""
+    analysis: AnalysisConfig = AnalysisConfig()
+    """The plan, comparison and attribution calls."""
+    attribution: AttributionConfig = AttributionConfig()
+    """Failure attribution: causes, critic, routing table, verdict clamp, pivot distinctness."""
     ttt: bool = False
     """Test-time training: LoRA GRPO updates of the scientist during the search (transformers backend)."""
     trainer_model: str | None = None

@@ -15,16 +15,22 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from policy.analysis import Analyst
 from policy.base import Backend, Usage
 from policy.executor import Executor
+from policy.investigator import Investigator
 from policy.scientist import Scientist
 from search.config import SearchConfig
 from search.inspect import memory_entry
 from search.report import write_report
+from search.space import best_supported, established, unexplained
 from search.state import Insight, Node, Rollout
 from search.store import Store
 from tasks.base import EvalResult, Task
 from tasks.sandbox import run_evaluation
+
+EXECUTOR_PURPOSES = ("executor", "investigate", "answer")
+"""Model calls made by the executor (program edits, or a diagnosis's investigation and answer)."""
 
 
 class BudgetSpent(Exception):
@@ -44,6 +50,8 @@ class Search:
         self.cfg, self.task, self.store, self.log = cfg, task, store, log
         self.rng = random.Random(cfg.seed)
         self.scientist = Scientist(scientist, cfg.scientist) if scientist else None
+        self.analyst = Analyst(scientist, cfg.analysis) if scientist else None
+        self.investigator = Investigator(executor, cfg.investigator) if executor else None
         self.executor = Executor(executor, cfg.executor) if executor else None
         self.scientist_backend, self.executor_backend = scientist, executor
         self.state = store.load_state()
@@ -58,6 +66,8 @@ class Search:
             e.payload.get("dollars", 0.0) for e in self.state.events.values() if e.kind == "usage"
         )
         self.timing = {"scientist_s": 0.0, "executor_s": 0.0, "eval_s": 0.0}
+        self.findings: dict[int, list] = {}
+        """An answer-kind node's investigator findings, until the round turns them into observations."""
         self.halt: str | None = None
         """Set by a method that cannot go on (e.g. mutate with nothing to mutate); ends the run."""
         self.ttt = None
@@ -67,11 +77,9 @@ class Search:
     def on_usage(self, usage: Usage) -> None:
         self.tokens["prompt"] += usage.prompt_tokens
         self.tokens["completion"] += usage.completion_tokens
-        key = "executor_s" if usage.purpose == "executor" else "scientist_s"
-        self.timing[key] += usage.wall_s
-        pricing = (
-            self.cfg.executor_model if usage.purpose == "executor" else self.cfg.scientist_model
-        ).pricing
+        executor = usage.purpose in EXECUTOR_PURPOSES
+        self.timing["executor_s" if executor else "scientist_s"] += usage.wall_s
+        pricing = (self.cfg.executor_model if executor else self.cfg.scientist_model).pricing
         cost = pricing.cost(usage) if pricing else 0.0
         self.dollars += cost
         self.store.log_event("usage", **usage.model_dump(), dollars=cost)
@@ -85,6 +93,13 @@ class Search:
         self.store.update(record)
         getattr(self.state, _table(record))[record.id] = record
 
+    def add_or_update(self, record):
+        """Store a record from `search.space`: new ones come with id 0, changed ones with their id."""
+        if record.id == 0:
+            return self.add(record)
+        self.update(record)
+        return record
+
     def stop_reason(self, within_round: bool = False) -> str | None:
         """Why the run must stop now; inside a round the round cap does not cut the round short."""
         b = self.cfg.budget
@@ -92,8 +107,9 @@ class Search:
             return self.halt
         if self.evals >= b.evals:
             return f"evaluation budget spent ({self.evals}/{b.evals})"
-        if not within_round and self.round >= b.rounds:
-            return f"round cap reached ({b.rounds})"
+        cap = b.rounds if self.task.config.kind == "optimize" else min(b.rounds, self.cfg.space.answer_rounds)
+        if not within_round and self.round >= cap:
+            return f"round cap reached ({cap})"
         if b.tokens is not None and sum(self.tokens.values()) >= b.tokens:
             return f"token budget spent ({sum(self.tokens.values())}/{b.tokens})"
         if b.dollars is not None and self.dollars >= b.dollars:
@@ -126,7 +142,7 @@ class Search:
             return roots[0]
         files = self.task.seed_files()
         root = self.add(Node(parent=None, files=files, status="seed", hypothesis=""))
-        if files:
+        if files and self.task.config.evaluate is not None:
             res = run_evaluation(self.task, files, self.store.node_dir(root.id))
             root.raw_score, root.score = res.score, self.task.normalise(res.score) if res.valid else None
             root.metrics, root.reason, root.eval_s = res.metrics, res.reason, res.wall_s
@@ -155,6 +171,8 @@ class Search:
         try:
             if edit is not None:
                 node = edit(node, workdir)
+            elif self.task.config.kind == "answer":
+                node = self._investigate(node, parent, workdir)
             else:
                 node = self._execute(node, parent, workdir)
         except BudgetSpent:
@@ -165,16 +183,22 @@ class Search:
         if rollout is not None:
             rollout.node = node.id
             self.update(rollout)
-        entry = memory_entry(self.state, node, self.round)
+        entry = memory_entry(self.state, node, self.round) if self.cfg.components.memory else None
         if entry is not None:
             self.add(entry)
         best = self.state.best()
+        outcome = _fmt(node.raw_score) if node.raw_score is not None else node.status
         self.log(
-            f"round {self.round}  node {node.id} <- {parent.id}  {_fmt(node.raw_score) if node.status == 'valid' else 'invalid'}"
+            f"round {self.round}  node {node.id} <- {parent.id}  {outcome}"
             f"  best {_fmt(best.raw_score if best else None)}  evals {self.evals}/{self.cfg.budget.evals}"
             f"  tokens {sum(self.tokens.values())}  {time.time() - self.t0:.0f}s"
         )
         return node
+
+    def _investigate(self, node: Node, parent: Node, workdir: Path) -> Node:
+        from search.diagnose import investigate
+
+        return investigate(self, node, parent, workdir)
 
     def _execute(self, node: Node, parent: Node, workdir: Path) -> Node:
         result = self.executor.run(
@@ -203,7 +227,7 @@ class Search:
         self._close_interrupted()
         self.ensure_root()
         method = METHODS.get(self.cfg.method)
-        if self.cfg.method != "mutate":
+        if self.cfg.method != "mutate" and self.cfg.components.audit:
             self.audit()
         reason = self.stop_reason()
         while reason is None:
@@ -258,6 +282,9 @@ class Search:
     def finish(self, reason: str) -> dict:
         run_dir = self.store.run_dir
         best = self.state.best()
+        if self.task.config.kind == "answer" or best is None:
+            best = best_supported(self.state) or best  # no score: the answer is the best-supported node
+        claims = [h for h in self.state.hypotheses.values() if best is not None and best.id in h.nodes]
         test_score = None
         if best is not None and self.task.config.test is not None:
             res = run_evaluation(self.task, best.files, run_dir / "test-work", split="test")
@@ -282,7 +309,20 @@ class Search:
                 "score": best.raw_score if best else None,
                 "test_score": test_score,
             },
+            "answer_node": best.id if best else None,
+            "answer_established": bool(claims) and all(established(self.state, h.id) for h in claims),
             "baseline": root.raw_score if root else None,
+            "hypotheses": _counts(h.status for h in self.state.hypotheses.values()),
+            "observations": {
+                "count": len(self.state.observations),
+                "confirmed": sum(not o.provisional for o in self.state.observations.values()),
+                "unexplained": len(unexplained(self.state)),
+            },
+            "routing": _counts(
+                e.payload["decision"]["action"]
+                for e in self.store.events("routing")
+                if e.payload.get("decision")
+            ),
             "evals": self.evals,
             "tokens": dict(self.tokens),
             "dollars": round(self.dollars, 6),
@@ -297,6 +337,13 @@ class Search:
         write_report(run_dir, self.state)
         self.log(f"report: {run_dir / 'report.html'}")
         return summary
+
+
+def _counts(items) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for x in items:
+        out[x] = out.get(x, 0) + 1
+    return out
 
 
 def _updates(store: Store) -> dict:

@@ -1,6 +1,7 @@
 """Search methods: how one round chooses its actions. All share the loop, the executor and the sandbox.
 
-- `arts`: inspect → attribute failures → K verbalized candidates → the sampler draws N → execute each.
+- `arts`: inspect → K verbalized candidates → the sampler draws N → execute each → attribute failures →
+  compare the tested hypotheses → keep, refine or set aside (the investigation steps are `search.dual`).
 - `greedy` (AIDE-like): a few drafts from the root, then debug a failed leaf or improve the best node.
 - `random`: a uniformly random valid node, with the scientist's first candidate for it.
 - `mutate`: random edits over the executor's own action space, no model (the floor any model must beat).
@@ -11,13 +12,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from policy.edits import EditError, apply_edit, list_targets, random_edit
+from policy.edits import EditError, apply_edit, list_targets, random_edit, return_functions
 from policy.sampler import draw
-from policy.scientist import canonical_action
-from search.inspect import failed_or_regressed, report
+from policy.scientist import Scientist, canonical_action
+from search import dual
+from search.inspect import report
 from search.loop import Search
 from search.render import render_state, shown_memory
-from search.state import Insight, Node, Rollout
+from search.state import Node, Rollout
 from tasks.registry import Registry
 
 METHODS: Registry[Callable[[Search], None]] = Registry("search method")
@@ -30,86 +32,80 @@ def knobs(node: Node, limit: int = 8) -> str:
 
 
 def example(s: Search) -> str | None:
-    """A concrete hypothesis about a real constant of the best node, drawn at random each round."""
+    """A concrete hypothesis about a real target of the best node, drawn at random each round: a numeric
+    constant, or else a function that ends in a one-line return (the 135M model copies the example's form,
+    so it must name something that exists)."""
     best = s.state.best()
-    pairs = [
-        (k, v)
-        for text in (best.files.values() if best else [])
-        for k, v in list_targets(text).constants.items()
-    ]
+    files = best.files if best else {}
+    pairs = [(k, v) for text in files.values() for k, v in list_targets(text).constants.items()]
     numeric = [(k, v) for k, v in pairs if v.replace(".", "", 1).replace("-", "", 1).isdigit()]
-    if not numeric:
-        return None
-    name, value = s.rng.choice(numeric)
-    return f"change {name} from {value} to a better value"
+    if numeric:
+        name, value = s.rng.choice(numeric)
+        return f"change {name} from {value} to a better value"
+    returns = [f for text in files.values() for f in return_functions(text)]
+    if returns:
+        name, params = s.rng.choice(returns)
+        return f"make {name} return a better expression of {', '.join(params)}"
+    return None
 
 
-def state_prompt(s: Search) -> tuple[str, list[int]]:
+def state_prompt(s: Search) -> tuple[str, list[int], list[int]]:
+    """The rendered state, the node ids it shows (allowed parents) and the observation ids (citable)."""
     count = s.scientist_backend.count_tokens if s.scientist_backend else (lambda t: len(t) // 4)
     summary = f"{s.task.name}: {s.task.statement.strip()}"
-    text, ids = render_state(s.state, summary, s.cfg.render, count)
+    if plan := dual.plan_lines(s):
+        summary = f"{plan}\n{summary}"
+    render = s.cfg.render if s.cfg.components.memory else s.cfg.render.model_copy(update={"memory": 0})
+    text, ids = render_state(s.state, summary, render, count)
+    spaces, obs = dual.space_prompt(s)
+    if spaces:
+        text += f"\n\n{spaces}"
     best = s.state.best()
     if best is not None and (k := knobs(best)):
         text += f"\n\n## Constants in node {best.id}\n{k}"
-    return text, ids
+    return text, ids, obs
 
 
-def inspect_and_attribute(s: Search, state: str, ids: list[int]) -> str:
-    """The scientist names nodes to inspect; failed or regressed ones get an idea/implementation verdict.
-    Returns the text added to the proposal prompt (reports and verdicts)."""
+def inspect_nodes(s: Search, state: str, ids: list[int]) -> str:
+    """The scientist names recent nodes to inspect (their reports join the proposal prompt) and memory
+    entries to drop (they stay in the store, inactive)."""
     recent = [i for i in sorted(s.state.nodes, reverse=True) if s.state.nodes[i].parent is not None][:6]
     if not recent:  # nothing but the seed yet: its code is already in the audit
         return ""
     t0 = time.time()
-    chosen, forget, _ = s.scientist.choose_inspect(
-        state, recent, shown_memory(s.state, s.cfg.render), s.cfg.seed + s.round
-    )
-    for mid in forget:  # the scientist edits its memory: dropped entries stay in the store, inactive
+    memory = shown_memory(s.state, s.cfg.render) if s.cfg.components.memory else []
+    chosen, forget, _ = s.scientist.choose_inspect(state, recent, memory, s.cfg.seed + s.round)
+    for mid in forget:
         entry = s.state.insights[mid]
         entry.active = False
         s.update(entry)
         s.store.log_event("memory_drop", round=s.round, insight=mid, text=entry.text)
-    notes: list[str] = []
-    for nid in chosen:
-        node = s.state.nodes[nid]
-        rep = report(s.state, node, s.store.node_dir(nid))
-        s.store.log_event("inspect", round=s.round, node=nid)
-        if not failed_or_regressed(s.state, node):
-            notes.append(rep)
-            continue
-        verdict, c = s.scientist.attribute(rep, nid, seed=s.cfg.seed + s.round)
-        s.store.log_event(
-            "attribution",
-            round=s.round,
-            node=nid,
-            ok=verdict is not None,
-            verdict=verdict.model_dump() if verdict else None,
-            error=c.error,
-        )
-        if verdict is None:
-            notes.append(rep)
-            continue
-        if verdict.verdict == "implementation":
-            line = f"node {nid} ({node.axis}): implementation was wrong; retry this axis: {verdict.fix}"
-        else:
-            line = f"node {nid} ({node.axis}): the idea was wrong; pivot. {verdict.fix}"
-        notes.append(f"{rep}\nverdict: {line}")
-        s.add(Insight(text=line[:200], kind="memory", node=nid, round=s.round))
+    notes = [report(s.state, s.state.nodes[nid], s.store.node_dir(nid)) for nid in chosen]
     s.store.log_event("inspect_round", round=s.round, nodes=chosen, seconds=time.time() - t0)
     return "\n\n".join(notes)
 
 
-def propose(s: Search, parents: list[int] | None = None) -> tuple[list[dict], object, str]:
-    state, shown = state_prompt(s)
+def propose(
+    s: Search, parents: list[int] | None = None, k: int | None = None, attempt: int = 0
+) -> tuple[list[dict], object, str]:
+    state, shown, obs = state_prompt(s)
     allowed = parents or shown
     extra = ""
-    if s.cfg.method == "arts" and s.cfg.scientist.inspect:
-        extra = inspect_and_attribute(s, state, allowed)
+    if s.cfg.method == "arts" and s.cfg.scientist.inspect and attempt == 0:
+        extra = inspect_nodes(s, state, allowed)
     depth = max((s.state.nodes[i].depth for i in allowed), default=0)
     tail = s.cfg.method == "arts" and depth >= s.cfg.scientist.tail_depth
     prompt = f"{state}\n\n## Inspected\n{extra[:2000]}" if extra else state
-    prop = s.scientist.propose(
-        prompt, allowed, tail=tail, seed=s.cfg.seed * 1000 + s.round, example=example(s)
+    scientist = s.scientist
+    if k is not None and k != s.cfg.scientist.candidates:
+        scientist = Scientist(s.scientist.backend, s.cfg.scientist.model_copy(update={"candidates": k}))
+    prop = scientist.propose(
+        prompt,
+        allowed,
+        tail=tail,
+        seed=s.cfg.seed * 1000 + s.round * 10 + attempt,
+        example=example(s),
+        observation_ids=obs or None,
     )
     if not prop.candidates:
         s.store.log_event(
@@ -121,11 +117,13 @@ def propose(s: Search, parents: list[int] | None = None) -> tuple[list[dict], ob
     return prop.candidates, prop, "tail" if tail else ""
 
 
-def run_group(s: Search, cands: list[dict], prop, picks: list[tuple[int, float, bool]]) -> None:
-    group = s.round
+def run_group(s: Search, cands: list[dict], prop, picks: list[tuple[int, float, bool]]) -> list[Node]:
+    """Execute the drawn candidates one by one; each becomes a rollout, a node, and (for arts) a working
+    hypothesis with the evidence its node produced."""
+    group, nodes = s.round, []
     for idx, prob, _tail in picks:
         if s.stop_reason(within_round=True):
-            return
+            break
         c = cands[idx]
         rollout = s.add(
             Rollout(
@@ -141,22 +139,48 @@ def run_group(s: Search, cands: list[dict], prop, picks: list[tuple[int, float, 
         )
         if s.ttt is not None:
             rollout = s.ttt.on_rollout(s, rollout)
-        s.expand(s.state.nodes[int(c["parent"])], c["hypothesis"], c["axis"], rollout)
+        h = dual.register(s, c) if s.cfg.method == "arts" else None
+        node = s.expand(s.state.nodes[int(c["parent"])], c["hypothesis"], c["axis"], rollout)
+        if h is not None:
+            dual.after_node(s, node, h, s.findings.pop(node.id, None))
+        nodes.append(node)
+    return nodes
 
 
 @METHODS.register("arts")
 def arts_round(s: Search) -> None:
-    cands, prop, tail = propose(s)
-    if not cands:
+    """Propose (K candidates; fewer after the first round) → keep the admissible ones → draw N → execute
+    each → attribute failures → compare the tested hypotheses → keep, refine or set each aside."""
+    dual.plan_once(s)
+    first = not any(n.parent is not None for n in s.state.nodes.values())
+    k = s.cfg.scientist.candidates if first else s.cfg.space.explore_candidates
+    before = dual.novelty(s)
+    cands, prop, tail = propose(s, k=k)
+    ok = dual.admissible(s, cands)
+    for attempt in range(1, s.cfg.attribution.pivot_retries + 1):  # after a pivot: distinct candidates only
+        if any(ok) or not cands:
+            break
+        s.store.log_event("indistinct", round=s.round, attempt=attempt, candidates=cands)
+        cands, prop, tail = propose(s, k=k, attempt=attempt)
+        ok = dual.admissible(s, cands)
+    if not any(ok):
         return
-    draws = draw(
-        [c["probability"] for c in cands],
-        s.cfg.group,
-        s.rng,
-        tail_threshold=s.cfg.scientist.tail_threshold if tail else None,
-    )
-    s.store.log_event("draw", round=s.round, drawn=[d.model_dump() for d in draws], candidates=cands)
-    run_group(s, cands, prop, [(d.index, d.probability, d.tail) for d in draws])
+    if s.cfg.components.verbalized:
+        probs = [c["probability"] if keep else 0.0 for c, keep in zip(cands, ok)]
+        threshold = s.cfg.scientist.tail_threshold if tail else None
+        draws = draw(probs, s.cfg.group, s.rng, tail_threshold=threshold)
+        picks = [(d.index, d.probability, d.tail) for d in draws]
+    else:  # ablation: the top admissible candidate for every action
+        top = max((i for i in range(len(cands)) if ok[i]), key=lambda i: cands[i]["probability"])
+        picks = [(top, cands[top]["probability"], False)] * s.cfg.group
+    s.store.log_event("draw", round=s.round, drawn=[list(p) for p in picks], candidates=cands)
+    nodes = run_group(s, cands, prop, picks)
+    tested = list({h.id: h for n in nodes for h in s.state.hypotheses.values() if n.id in h.nodes}.values())
+    decisions = dual.attribute_round(s, nodes)
+    flawed = dual.compare(s, tested)
+    dual.exploit(s, tested, flawed, decisions)
+    if s.cfg.space.stop_when_stale and nodes and dual.novelty(s) == before:
+        s.halt = "the round added no new hypothesis, observation or direction"
 
 
 def _first_candidate_rounds(s: Search, choose_parent: Callable[[], Node]) -> None:

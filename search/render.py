@@ -40,7 +40,8 @@ def node_line(n: Node) -> str:
     what = n.hypothesis[:90] or "seed program"
     parent = "" if n.parent is None else f" from {n.parent}"
     tail = f" ({n.reason[:60]})" if n.status == "invalid" and n.reason else ""
-    return f"- node {n.id}{parent}: {what} -> {_fmt(n.raw_score)}{tail}"
+    outcome = "answered" if n.status == "valid" and n.raw_score is None else _fmt(n.raw_score)
+    return f"- node {n.id}{parent}: {what} -> {outcome}{tail}"
 
 
 def axis_map(nodes: list[Node], limit: int) -> list[str]:
@@ -58,9 +59,13 @@ def axis_map(nodes: list[Node], limit: int) -> list[str]:
 
 
 def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
-    """Best valid nodes, then the most recent valid ones; invalid nodes never become parents."""
-    valid = [n for n in state.nodes.values() if n.status in ("seed", "valid") and n.score is not None]
-    best = heapq.nlargest(cfg.best, valid, key=lambda n: (n.score, -n.id))
+    """Best valid nodes, then the most recent valid ones; invalid nodes never become parents. Nodes of an
+    answer-kind task have no score: the most recent ones are shown."""
+    valid = [n for n in state.nodes.values() if n.status in ("seed", "valid")]
+    scored = [n for n in valid if n.score is not None]
+    if scored:
+        valid = scored
+    best = heapq.nlargest(cfg.best, scored, key=lambda n: (n.score, -n.id))
     seen = {n.id for n in best}
     recent = [
         n for n in heapq.nlargest(cfg.recent + len(seen), valid, key=lambda n: n.id) if n.id not in seen

@@ -1,16 +1,21 @@
 """The run report: one self-contained HTML file (no scripts, no network) built from the store alone.
 
 It shows what people would rather see than read: the best-so-far curve against evaluations, the
-score of every node, the tree, the audit notes and memory, and the TTT updates. Every number comes
-from the store; model-written text is escaped and shown as the model's words, never as a result.
+score of every node, the tree, the audit notes and memory, the hypotheses with their evidence, the
+observations, the failure-attribution decisions, and the TTT updates. Every number in a table comes from
+the store; model-written text is escaped and grounded (`search.grounding`: numbers no measurement backs
+are redacted, methods the code does not use are marked) and shown as the model's words, never as a result.
 """
 
 from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 
+from search.grounding import ground, measured_values
+from search.space import standing
 from search.state import Node, SearchState
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
@@ -74,10 +79,74 @@ def node_rows(state: SearchState) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> list[str]:
+    """Hypotheses with their standing, observations with their relations, and routing decisions."""
+    parts = []
+    if state.hypotheses:
+        rows = []
+        for h in sorted(state.hypotheses.values(), key=lambda h: h.id):
+            t = standing(state, h.id)
+            node = h.nodes[-1] if h.nodes else None
+            rows.append(
+                f"<tr><td>h{h.id}</td><td>{_e(h.axis)} / {_e(h.region)}</td><td>{g(h.text, node)}</td>"
+                f"<td>{_e(h.status)}{' (archived)' if h.archived else ''}</td><td>{_e(', '.join(map(str, h.nodes)))}</td>"
+                f"<td>+{t.confirmed.support} −{t.confirmed.oppose} (provisional +{t.provisional.support} "
+                f"−{t.provisional.oppose})</td></tr>"
+            )
+        parts.append(
+            "<h2>Hypotheses</h2><table><tr><th>id</th><th>axis / region</th><th>hypothesis</th><th>status</th>"
+            f"<th>nodes</th><th>evidence (confirmed)</th></tr>{''.join(rows)}</table>"
+        )
+    if state.observations:
+        rel: dict[int, list[str]] = {}
+        for e in state.evidence.values():
+            rel.setdefault(e.observation, []).append(f"{e.relation} h{e.hypothesis}")
+        rows = [
+            f"<tr><td>o{o.id}</td><td>{_e(o.source)}</td><td>{_e(o.region)}</td><td>{g(o.text, o.node)}</td>"
+            f"<td>{'provisional' if o.provisional else f'confirmed ({o.times_seen}x)'}</td>"
+            f"<td>{_e(', '.join(rel.get(o.id, [])))}</td></tr>"
+            for o in sorted(state.observations.values(), key=lambda o: o.id)[-60:]
+        ]
+        parts.append(
+            "<h2>Observations</h2><table><tr><th>id</th><th>source</th><th>region</th><th>observation</th>"
+            f"<th>state</th><th>evidence</th></tr>{''.join(rows)}</table>"
+        )
+    routes = [e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("decision")]
+    if routes:
+        rows = []
+        for r in routes:
+            d = r["decision"]
+            cause = (d.get("cause") or {}).get("cause", "")
+            rows.append(
+                f"<tr><td>{_e(r.get('round'))}</td><td>{_e(r.get('node'))}</td><td>{_e(d.get('action'))}</td>"
+                f"<td>{'yes' if d.get('clamped') else ''}</td><td>{g(cause, r.get('node'))}</td></tr>"
+            )
+        parts.append(
+            "<h2>Failure attribution</h2><table><tr><th>round</th><th>node</th><th>action</th><th>clamped</th>"
+            f"<th>top cause (model's words)</th></tr>{''.join(rows)}</table>"
+        )
+    return parts
+
+
+def grounder(state: SearchState) -> Callable[[str, int | None], str]:
+    """Model-written text as HTML: numbers no measurement backs are redacted, and methods the code of the
+    node it refers to (else the best node) does not use are marked."""
+    values = measured_values(state)
+    best = state.best()
+
+    def g(text: str, node: int | None) -> str:
+        n = state.nodes.get(node) if node is not None else None
+        code = "\n".join((n or best).files.values()) if (n or best) else ""
+        return _e(ground(text, values, code).text)
+
+    return g
+
+
 def render_report(state: SearchState, summary: dict | None, title: str) -> str:
     nodes = sorted((n for n in state.nodes.values()), key=lambda n: n.id)
-    audits = [i.text for i in state.insights.values() if i.kind == "audit"]
-    memory = [i.text for i in state.insights.values() if i.kind == "memory" and i.active]
+    g = grounder(state)
+    audits = [g(i.text, None) for i in state.insights.values() if i.kind == "audit"]
+    memory = [g(i.text, i.node) for i in state.insights.values() if i.kind == "memory" and i.active]
     updates = [e.payload for e in state.events.values() if e.kind == "update"]
     parts = [
         f"<!doctype html><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style><h1>{_e(title)}</h1>"
@@ -97,6 +166,7 @@ def render_report(state: SearchState, summary: dict | None, title: str) -> str:
                     ("evaluations", summary.get("evals")),
                     ("tokens", sum(summary.get("tokens", {}).values())),
                     ("wall s", summary.get("wall_s")),
+                    ("answer node", summary.get("answer_node")),
                     ("stopped", summary.get("stopped_because")),
                 )
             )
@@ -105,10 +175,11 @@ def render_report(state: SearchState, summary: dict | None, title: str) -> str:
     parts.append("<h2>Best so far</h2>" + curve_svg(nodes))
     if audits:
         parts.append(
-            "<h2>Audit (model's words)</h2><ul>" + "".join(f"<li>{_e(a)}</li>" for a in audits) + "</ul>"
+            "<h2>Audit (model's words)</h2><ul>" + "".join(f"<li>{a}</li>" for a in audits) + "</ul>"
         )
     if memory:
-        parts.append("<h2>Memory</h2><ul>" + "".join(f"<li>{_e(m)}</li>" for m in memory[-30:]) + "</ul>")
+        parts.append("<h2>Memory</h2><ul>" + "".join(f"<li>{m}</li>" for m in memory[-30:]) + "</ul>")
+    parts += space_sections(state, g)
     if updates:
         rows = "".join(
             f"<tr><td>{_e(u.get('k', i + 1))}</td><td>{_fmt(u.get('loss'))}</td><td>{_fmt(u.get('reward_mean'))}</td>"

@@ -57,3 +57,18 @@ def tiny_backend(tiny_model_dir: Path):
     from policy.transformers_backend import TransformersBackend
 
     return TransformersBackend(str(tiny_model_dir), seed=0)
+
+
+@pytest.fixture
+def rules(monkeypatch):
+    """The scripted backend every model slot gets in harness tests (no real model is loaded)."""
+    from tests.test_search import RuleBackend
+
+    backend = RuleBackend()
+
+    def make(mc, sink, seed):
+        backend.sink = sink
+        return backend
+
+    monkeypatch.setattr("search.run.make_backend", make)
+    return backend

@@ -47,3 +47,26 @@ def test_eval_files_overlay_is_scored(tmp_path, capsys):
     assert main(["eval", "circle-packing-26", "--files", str(tmp_path), "--json"]) == 1
     out = json.loads(capsys.readouterr().out)
     assert not out["valid"] and "overlap" in (out["reason"] + out["message"]).lower()
+
+
+def test_search_flags_map_to_config_paths():
+    from search.cli import _overrides, build_parser
+    from search.config import load_config
+
+    args = build_parser().parse_args(
+        [
+            "search",
+            "toy",
+            "--without",
+            "comparison",
+            "--without",
+            "memory",
+            "--set",
+            "space.cooldown=3",
+            "-k",
+            "4",
+        ]
+    )
+    cfg = load_config(None, _overrides(args))
+    assert not cfg.components.comparison and not cfg.components.memory and cfg.components.attribution
+    assert cfg.space.cooldown == 3 and cfg.scientist.candidates == 4

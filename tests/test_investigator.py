@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from policy.answer_schema import schema_model
 from policy.base import Completion
 from policy.investigator import (
     Investigator,
@@ -21,7 +22,6 @@ from policy.investigator import (
     Tools,
     choices,
     hypothesis_words,
-    schema_model,
     step_schema,
 )
 from tasks.readonly import grep_lines, read_lines

@@ -52,6 +52,10 @@ class RuleBackend:
     model_id = "rules"
 
     def __init__(self, seed: int = 0, delay: float = 0.0, bad_edits: int = 0):
+        self.cause = ("method", "major")
+        """(category, severity) of every cause the `causes` call returns."""
+        self.judge = (False, 0.9)
+        """(valid_measurement, confidence) of every judgement."""
         self.rng = random.Random(seed)
         self.bad_edits = bad_edits
         """The first `bad_edits` executor answers set X to 1e308 (the evaluator overflows: invalid)."""
@@ -71,25 +75,30 @@ class RuleBackend:
             if "forget" in schema.model_fields:  # drop the oldest memory entry shown
                 answer["forget"] = [self._ids(schema.model_fields["forget"].annotation.__args__[0])[0]]
             return answer
-        if purpose == "attribute":
-            node = self._ids(schema.model_fields["node"].annotation)[0]
-            return {"node": node, "verdict": "implementation", "evidence": "exit 1", "fix": "use a number"}
         if purpose == "propose":
             cand = schema.model_fields["candidates"].annotation.__args__[0]
             parents = self._ids(cand.model_fields["parent"].annotation)
             k = schema.model_fields["candidates"].metadata[0].min_length
-            return {
-                "candidates": [
-                    {
-                        "parent": self.rng.choice(parents),
-                        "hypothesis": f"move X towards three, step {i}",
-                        "axis": "x value",
-                        "probability": 1.0 / (i + 1),
-                        "region": "constants",
-                    }
-                    for i in range(k)
-                ]
-            }
+            cites = (
+                self._ids(cand.model_fields["cites"].annotation.__args__[0])[-1:]
+                if "cites" in cand.model_fields
+                else None
+            )
+            cands = [
+                {
+                    "parent": self.rng.choice(parents),
+                    "hypothesis": f"move X towards three, step {i}",
+                    "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
+                    "region": "constants",
+                    "probability": 1.0 / (i + 1),
+                }
+                for i in range(k)
+            ]
+            return {"candidates": [c | ({"cites": cites} if cites is not None else {}) for c in cands]}
+        if purpose in ANALYSIS:
+            return ANALYSIS[purpose](self, schema)
+        if purpose not in ("executor", ""):
+            return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
         value = round(self.rng.uniform(0, 5), 3)
         if self.bad_edits > 0:
             self.bad_edits, value = self.bad_edits - 1, 1e308
@@ -124,23 +133,85 @@ class RuleBackend:
         return len(text) // 4
 
 
+def _min(schema, field: str) -> int:
+    return next(m.min_length for m in schema.model_fields[field].metadata if hasattr(m, "min_length"))
+
+
+def _compare(b: RuleBackend, schema) -> dict:
+    verdict = schema.model_fields["verdicts"].annotation.__args__[0]
+    ids = list(verdict.model_fields["hypothesis"].annotation.__args__)
+    return {
+        "flawed": [],
+        "predictions": ["X above 3 scores lower"],
+        "verdicts": [
+            {"hypothesis": i, "verdict": "support", "observation": "X near 3 scores higher"} for i in ids
+        ],
+    }
+
+
+ANALYSIS = {
+    "plan": lambda b, schema: {
+        "situation": "one constant X",
+        "deliverable": "solution.py",
+        "requirements": [],
+    },
+    "causes": lambda b, schema: {
+        "causes": [
+            {
+                "cause": "X overflowed",
+                "evidence": "exit 1",
+                "category": b.cause[0],
+                "severity": b.cause[1],
+                "fix": "use a finite X",
+            }
+        ]
+        * _min(schema, "causes")
+    },
+    "critic": lambda b, schema: {
+        "scores": [
+            {"index": i, "score": 0.9 - 0.1 * i, "category": b.cause[0]}
+            for i in range(_min(schema, "scores"))
+        ]
+    },
+    "judge": lambda b, schema: {
+        "reason": "it ran as intended",
+        "valid_measurement": b.judge[0],
+        "confidence": b.judge[1],
+    },
+    "compare": _compare,
+}
+
+
+def fill(node: dict, defs: dict | None = None) -> object:
+    """The first valid value of a JSON schema (enums, consts, minimal strings and lists)."""
+    defs = defs if defs is not None else node.get("$defs", {})
+    if "$ref" in node:
+        return fill(defs[node["$ref"].split("/")[-1]], defs)
+    for key in ("anyOf", "oneOf"):
+        if key in node:
+            return fill(node[key][-1], defs)
+    if "const" in node:
+        return node["const"]
+    if "enum" in node:
+        return node["enum"][0]
+    kind = node.get("type")
+    if kind == "object":
+        return {
+            k: fill(v, defs) for k, v in node.get("properties", {}).items() if k in node.get("required", [])
+        }
+    if kind == "array":
+        return [fill(node["items"], defs) for _ in range(node.get("minItems", 0))]
+    if kind == "string":
+        return "found in the logs"[: node.get("maxLength", 40)].ljust(node.get("minLength", 0), "x")
+    if kind == "boolean":
+        return True
+    return node.get("minimum", 1)
+
+
 def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     with Store.open(run_dir) as store:
         return build_search(cfg, store, log=lambda line: None).run()
-
-
-@pytest.fixture
-def rules(monkeypatch) -> RuleBackend:
-    """The backend every model slot gets in these harness tests (no real model is loaded)."""
-    backend = RuleBackend()
-
-    def make(mc, sink, seed):
-        backend.sink = sink
-        return backend
-
-    monkeypatch.setattr("search.run.make_backend", make)
-    return backend
 
 
 def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):

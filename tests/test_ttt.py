@@ -249,7 +249,7 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
             trainer_model=str(tiny_model_dir),
             scientist_model={"backend": "openai", "base_url": url, "model": "tiny"},
             executor_model={"backend": "transformers", "model": "rules"},
-            scientist={"candidates": 2, "audits": 0, "inspect": 0, "max_tokens": 1000},
+            scientist={"candidates": 2, "audits": 0, "inspect": 0, "max_tokens": 560},
             budget={"evals": 12},
         )
         summary = start_run(cfg, tmp_path / "run", log=lambda line: None)

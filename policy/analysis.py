@@ -1,0 +1,284 @@
+"""The analysis calls of the dual-space search: task plan, competing causes, critic, judge, joint comparison.
+
+Attribution needs several answers that the proposal call cannot give well in one breath: K competing
+explanations of a failure, an independent reviewer that scores them, and a judgement whether the result
+measured the hypothesis at all. The dual search further needs one joint comparison of the working
+hypotheses that turns results into observations with per-hypothesis verdicts. Each is one short prompt
+(inputs clipped so a prompt stays under ~600 tokens of the 135M default) plus a per-call pydantic
+schema decoded under grammar constraint: ids are `Literal`s of the ids given, labels are `Literal`s,
+strings are length-capped, output tokens are capped.
+
+Every call returns the parsed object (or a cleaned copy) or None / [] when the answer is unusable; it
+never raises on model output. The Completion of the latest call is kept in `Analyst.last` (None when the
+call was skipped because there was nothing to ask) so the caller can log its error and tokens; usage also
+reaches the backend's usage sink as for every other call.
+
+Deliberately not done here: no routing, clamping or stall detection (`search.attribution` does that as
+pure logic), no storage, no retries.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from policy.base import Backend, Completion, Message, Sampling
+
+Category = Literal["implementation", "design", "method"]
+"""implementation: the code is wrong; design: the evaluation or protocol is wrong; method: the idea is."""
+Severity = Literal["minor", "major", "fatal"]
+Stance = Literal["support", "oppose", "neutral"]
+
+ANALYST = "You analyse the results of experiments on a program. Answer with JSON only."
+CRITIC = (
+    "You are a sceptical reviewer. You trust only what the logs and numbers show, and you score "
+    "explanations that others wrote. Answer with JSON only."
+)
+_FORBID = ConfigDict(extra="forbid")
+
+
+class AnalysisConfig(BaseModel):
+    """How the analysis calls are asked."""
+
+    model_config = _FORBID
+    temperature: float = Field(0.3, ge=0)
+    """Sampling temperature of every analysis call (0 is greedy)."""
+    report_chars: int = Field(1200, ge=200)
+    """A report longer than this keeps its head and tail (result line first, stderr tail last)."""
+    statement_chars: int = Field(1600, ge=200)
+    """The task statement is clipped to this many characters for the plan."""
+    plan_tokens: int = Field(200, gt=0)
+    """Output cap of the plan."""
+    cause_tokens: int = Field(100, gt=0)
+    """Output cap per cause (three strings of up to 120 characters): a causes call may write k times
+    this plus 20, above the usual 200 because a truncated list loses every cause at once."""
+    critique_tokens: int = Field(32, gt=0)
+    """Output cap per critique, plus a fixed 24 for the wrapper."""
+    judge_tokens: int = Field(80, gt=0)
+    """Output cap of a judgement."""
+    compare_tokens: int = Field(110, gt=0)
+    """Output cap of a comparison's flawed ids and predictions; each verdict adds `verdict_tokens`."""
+    verdict_tokens: int = Field(50, gt=0)
+    """Output cap per hypothesis verdict of a comparison."""
+    max_hypotheses: int = Field(4, ge=1, le=6)
+    """A comparison sees at most this many working hypotheses (the first ones given); four at full length
+    keep its prompt under 600 tokens."""
+    max_observations: int = Field(5, ge=0)
+    """A comparison sees at most this many observations (the last ones given)."""
+
+
+class Plan(BaseModel):
+    """The task statement split into what a prompt needs, without solving anything."""
+
+    model_config = _FORBID
+    situation: str = Field(min_length=4, max_length=200)
+    """What the task is about: system, data, current state."""
+    deliverable: str = Field(min_length=4, max_length=160)
+    """What must be produced at the end."""
+    requirements: list[Annotated[str, Field(min_length=2, max_length=80)]] = Field(max_length=4)
+    """Hard constraints the deliverable must meet."""
+
+
+class Cause(BaseModel):
+    """One candidate explanation of a failed or stalled experiment. The grammar writes the fields in this
+    order: the cause and its evidence first, the labels only after the text they classify (the 135M
+    default wrote junk when asked to quote the evidence before stating the cause)."""
+
+    model_config = _FORBID
+    cause: str = Field(min_length=4, max_length=120)
+    """What went wrong."""
+    evidence: str = Field(min_length=4, max_length=120)
+    """What in the logs, curves or results the cause rests on."""
+    category: Category
+    severity: Severity
+    fix: str = Field(min_length=4, max_length=120)
+    """What to do about it."""
+
+
+class Critique(BaseModel):
+    """The critic's score of one cause, and the category it believes is right."""
+
+    model_config = _FORBID
+    index: int
+    """Position of the cause in the list scored (per call a `Literal` of 0..k-1)."""
+    score: float = Field(ge=0, le=1)
+    """How well the cause explains the evidence."""
+    category: Category
+
+
+class Judgement(BaseModel):
+    """Whether a result is a valid measurement of its hypothesis, even if the result is weak."""
+
+    model_config = _FORBID
+    reason: str = Field(min_length=4, max_length=120)
+    """Written first, so the verdict is conditioned on it."""
+    valid_measurement: bool
+    confidence: float = Field(ge=0, le=1)
+
+
+class HypothesisVerdict(BaseModel):
+    """The observation a comparison yields and how it bears on one hypothesis."""
+
+    model_config = _FORBID
+    hypothesis: int
+    """Hypothesis id (per call a `Literal` of the ids compared)."""
+    observation: str = Field(min_length=4, max_length=140)
+    """Written before the verdict, so the verdict is conditioned on it."""
+    verdict: Stance
+
+
+class Comparison(BaseModel):
+    """One joint comparison over the working hypotheses. The verdicts come first: written after a list
+    of flawed ids, the 135M default called every experiment flawed."""
+
+    model_config = _FORBID
+    verdicts: list[HypothesisVerdict] = []
+    """At most one per hypothesis (duplicates are dropped, first kept)."""
+    predictions: list[Annotated[str, Field(min_length=4, max_length=120)]] = Field([], max_length=2)
+    """Predictions that would tell the hypotheses apart."""
+    flawed: list[int] = []
+    """Hypotheses whose experiment was flawed (a bug or a broken protocol, not a refutation)."""
+
+
+def _ids(ids: list[int]):
+    return Literal[tuple(ids)]  # type: ignore[valid-type]
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to about `limit` characters, keeping both ends (a report's result line and its tail)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    half = (limit - 5) // 2
+    return f"{text[:half]}\n...\n{text[-half:]}"
+
+
+def causes_text(causes: list[Cause]) -> str:
+    """Numbered lines as the critic sees them (evidence shortened so that five causes fit the prompt)."""
+    return "\n".join(
+        f"{i}. [{c.category}, {c.severity}] {c.cause} (evidence: {c.evidence[:80]})"
+        for i, c in enumerate(causes)
+    )
+
+
+class Analyst:
+    """The analysis calls over one backend (and optionally one LoRA adapter)."""
+
+    def __init__(self, backend: Backend, config: AnalysisConfig, adapter: str | None = None):
+        self.backend = backend
+        self.config = config
+        self.adapter = adapter
+        self.last: Completion | None = None
+        """The Completion of the latest call; None when the latest call had nothing to ask."""
+
+    def _call(
+        self, system: str, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None
+    ) -> BaseModel | None:
+        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
+        out = self.backend.generate(
+            messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose
+        )
+        self.last = out[0][0]
+        parsed = self.last.parsed
+        return parsed if isinstance(parsed, schema) else None
+
+    def plan(self, statement: str, seed: int | None = None) -> Plan | None:
+        user = (
+            f"Task statement:\n{clip(statement, self.config.statement_chars)}\n\nDo not solve the task. "
+            "Restate it in three parts, using its own words: the situation, the deliverable that must be "
+            "handed in, and at most 4 hard requirements."
+        )
+        parsed = self._call(ANALYST, user, Plan, "plan", self.config.plan_tokens, seed)
+        return Plan.model_validate(parsed.model_dump()) if parsed else None
+
+    def causes(self, report: str, k: int, seed: int | None = None) -> list[Cause]:
+        """Exactly k candidate causes, or [] on an unusable answer."""
+        schema = create_model(
+            "Causes", __config__=_FORBID, causes=(list[Cause], Field(min_length=k, max_length=k))
+        )
+        user = (
+            f"{clip(report, self.config.report_chars)}\n\nThe experiment above failed or stalled. Explain why "
+            f"in {k} different ways. For each: the cause, the line of the report that shows it, whether the "
+            "code, the evaluation design or the method itself is at fault, how severe it is, and a fix."
+        )
+        parsed = self._call(ANALYST, user, schema, "causes", 20 + k * self.config.cause_tokens, seed)
+        return [Cause.model_validate(c.model_dump()) for c in parsed.causes] if parsed else []
+
+    def critic(self, report: str, causes: list[Cause], seed: int | None = None) -> list[Critique]:
+        """One critique per cause (first kept on a repeated index; a skipped index has none), or []."""
+        if not causes:
+            self.last = None
+            return []
+        k = len(causes)
+        item = create_model("Score", __base__=Critique, index=(_ids(list(range(k))), ...))
+        schema = create_model(
+            "Critiques", __config__=_FORBID, scores=(list[item], Field(min_length=k, max_length=k))
+        )
+        user = (  # a third of the report: the causes already cite what in it matters
+            f"{clip(report, self.config.report_chars // 3)}\n\nProposed causes of the failure:\n"
+            f"{causes_text(causes)}"
+            "\n\nScore each cause from 0 (not supported by the evidence) to 1 (clearly shown), and give "
+            "its correct category: implementation (code bug), design (evaluation or protocol) or method "
+            "(the idea)."
+        )
+        tokens = 24 + k * self.config.critique_tokens
+        parsed = self._call(CRITIC, user, schema, "critic", tokens, seed)
+        seen: dict[int, Critique] = {}
+        for c in parsed.scores if parsed else []:
+            seen.setdefault(c.index, Critique.model_validate(c.model_dump()))
+        return list(seen.values())
+
+    def judge(self, report: str, seed: int | None = None) -> Judgement | None:
+        user = (
+            f"{clip(report, self.config.report_chars)}\n\nDid this experiment validly measure its hypothesis "
+            "(it ran as intended and the number means what it should), even if the result is weak? Give "
+            "the reason, the verdict and your confidence from 0 to 1."
+        )
+        parsed = self._call(ANALYST, user, Judgement, "judge", self.config.judge_tokens, seed)
+        return Judgement.model_validate(parsed.model_dump()) if parsed else None
+
+    def compare(
+        self,
+        hypotheses: list[tuple[int, str, str]],
+        observations: list[tuple[int, str]],
+        seed: int | None = None,
+    ) -> Comparison | None:
+        """Joint comparison of (id, hypothesis, its results in one line) against (id, observation)."""
+        hyps = list({h[0]: h for h in hypotheses}.values())[: self.config.max_hypotheses]
+        if not hyps:
+            self.last = None
+            return None
+        ids = [h[0] for h in hyps]
+        obs = observations[-self.config.max_observations :] if self.config.max_observations else []
+        verdict = create_model("Verdict", __base__=HypothesisVerdict, hypothesis=(_ids(ids), ...))
+        schema = create_model(
+            "Compare",
+            __base__=Comparison,
+            flawed=(list[_ids(ids)], Field(max_length=len(ids))),
+            verdicts=(list[verdict], Field(min_length=len(ids), max_length=len(ids))),
+        )
+        lines = [
+            f"Hypothesis {i}: {text[:140]}\n  Results: {res[:120] or 'none yet'}" for i, text, res in hyps
+        ]
+        seen = [f"- {text[:140]}" for _, text in obs] or ["- none"]
+        user = (
+            "\n".join(lines) + "\n\nObservations so far:\n" + "\n".join(seen) + "\n\n"
+            "Compare these hypotheses. For each hypothesis, write one sentence saying what its results "
+            "show (observation) and whether they support, oppose or are neutral to it. predictions: at "
+            "most 2 tests that would tell them apart. flawed: only hypotheses whose experiment had a bug "
+            "(usually none)."
+        )
+        tokens = self.config.compare_tokens + len(ids) * self.config.verdict_tokens
+        parsed = self._call(ANALYST, user, schema, "compare", tokens, seed)
+        if parsed is None:
+            return None
+        by_id: dict[int, HypothesisVerdict] = {}
+        for v in parsed.verdicts:
+            by_id.setdefault(v.hypothesis, HypothesisVerdict.model_validate(v.model_dump()))
+        return Comparison(
+            verdicts=list(by_id.values()),
+            predictions=list(parsed.predictions),
+            flawed=list(dict.fromkeys(parsed.flawed)),
+        )

@@ -1,0 +1,241 @@
+"""Failure attribution with multiple working hypotheses: competing causes, a critic, a fixed routing table.
+
+One verdict from one call ("the idea was wrong") lets a single careless answer discard a sound idea. So a
+failed or stalled experiment gets K candidate causes (`policy.analysis.Analyst.causes`), an independent
+critic scores them and may correct their category, and the top-ranked cause is routed by a deterministic
+table: a wrong implementation is repaired, a wrong evaluation design gets its protocol fixed, a wrong
+method is refined locally (minor), refined structurally (major) or, only for a fatal flaw, pivoted away
+from. A verdict clamp stops a valid-but-weak result from discarding its hypothesis: when the judge says the
+experiment validly measured it with enough confidence, a pivot is downgraded to a structural refinement.
+Stall detection and the distinctness check on pivots are pure functions of numbers and text.
+
+Deliberately not done here: no model prompt (policy.analysis), no storage and no acting on a decision
+(the round loop does both); `Decision.model_dump()` is the plain record the store keeps.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
+
+Action = Literal["repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
+
+ROUTES: dict[tuple[Category, Severity], Action] = {
+    ("implementation", "minor"): "repair",
+    ("implementation", "major"): "repair",
+    ("implementation", "fatal"): "repair",
+    ("design", "minor"): "fix_protocol",
+    ("design", "major"): "fix_protocol",
+    ("design", "fatal"): "fix_protocol",
+    ("method", "minor"): "refine_local",
+    ("method", "major"): "refine_structural",
+    ("method", "fatal"): "pivot",
+}
+"""(category, severity) -> action. Only a fatal method flaw discards the hypothesis."""
+DISCARDING: frozenset[Action] = frozenset({"pivot"})
+"""Actions that give the hypothesis up; the verdict clamp turns them into `CLAMPED_TO`."""
+CLAMPED_TO: Action = "refine_structural"
+UNSCORED = 0.5
+"""Score of a cause the critic did not score (every cause, when the critic failed: ties keep order)."""
+STOPWORDS = frozenset(
+    "a an and are as at be by for from in into is it its of on or the this that to use using with".split()
+)
+
+
+class AttributionConfig(BaseModel):
+    """How failures are attributed and when the search counts as stalled."""
+
+    model_config = ConfigDict(extra="forbid")
+    k: int = Field(3, ge=3, le=5)
+    """Candidate causes asked for per attribution."""
+    clamp_confidence: float = Field(0.6, ge=0, le=1)
+    """A judge saying 'valid measurement' with at least this confidence stops a pivot."""
+    window: int = Field(4, ge=2)
+    """Stall detection looks at the last this-many nodes of the best-so-far curve."""
+    min_slope: float = Field(0.02, ge=0)
+    """Per node, as a fraction of the curve's whole span: a window rising slower than this is flat."""
+    noise_ratio: float = Field(0.5, ge=0)
+    """Progress counts only where the window's slope exceeds this many times its volatility. Below 1 so
+    that one step of a staircase (a single improvement inside the window) is progress, not noise."""
+    max_decay: float = Field(0.8, gt=0, le=1)
+    """Stalled when the last window gained less than (1 - max_decay) of what the window before it did."""
+    distinct_threshold: float = Field(0.5, gt=0, le=1)
+    """A pivot whose word overlap (Jaccard) with an archived hypothesis reaches this is not new."""
+    pivot_retries: int = Field(2, ge=0)
+    """How many times the loop asks again for a pivot that is distinct from the archived ones."""
+
+
+class Trajectory(BaseModel):
+    """Shape of the best-so-far curve over the last window (slope and volatility in units of its span)."""
+
+    model_config = ConfigDict(extra="forbid")
+    points: int
+    """Values the curve has in all."""
+    slope: float
+    """Least-squares slope per node over the window, divided by the whole curve's span."""
+    volatility: float
+    """Standard deviation of the window's residuals around that line, divided by the span."""
+    marginal_decay: float
+    """1 - (last window's gain / previous window's gain), in [0, 1]; 0 where nothing can decay."""
+
+
+class RankedCause(BaseModel):
+    """A cause after the critic: its category as corrected, its score and its place in the analyst's list."""
+
+    model_config = ConfigDict(extra="forbid")
+    index: int
+    cause: Cause
+    score: float
+    corrected: bool
+    """Whether the critic changed the category."""
+
+
+class Decision(BaseModel):
+    """The routed outcome of one attribution, with every input, as plain data for the store."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: Action
+    """What the loop does next (after the clamp)."""
+    routed: Action
+    """What the table said before the clamp."""
+    clamped: bool
+    cause: Cause
+    """The top-ranked cause (category as corrected by the critic)."""
+    index: int
+    """Its position in `causes`."""
+    score: float
+    causes: list[Cause] = []
+    """Every candidate cause, as the analyst wrote them."""
+    critiques: list[Critique] = []
+    judgement: Judgement | None = None
+    errors: dict[str, str] = {}
+    """Call name -> why its answer was unusable (a failed critic or judge does not stop the decision)."""
+
+
+def trajectory(best_so_far: list[float], cfg: AttributionConfig | None = None) -> Trajectory:
+    """Slope, volatility and marginal decay of a score curve (higher is better) over its last window."""
+    window = (cfg or AttributionConfig()).window
+    vals = [float(v) for v in best_so_far]
+    span = max(vals) - min(vals) if vals else 0.0
+    scale = span if span > 0 else 1.0
+    tail = vals[-window:]
+    if len(tail) < 2:
+        return Trajectory(points=len(vals), slope=0.0, volatility=0.0, marginal_decay=0.0)
+    xs = range(len(tail))
+    mx, my = statistics.fmean(xs), statistics.fmean(tail)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, tail)) / sum((x - mx) ** 2 for x in xs)
+    residuals = [y - (my + slope * (x - mx)) for x, y in zip(xs, tail)]
+    decay = 0.0
+    if len(vals) >= 2 * window - 1:  # two windows sharing their boundary point
+        recent, earlier = vals[-1] - vals[-window], vals[-window] - vals[-2 * window + 1]
+        if earlier > 0:
+            decay = min(max(1.0 - recent / earlier, 0.0), 1.0)
+    return Trajectory(
+        points=len(vals),
+        slope=slope / scale,
+        volatility=statistics.pstdev(residuals) / scale,
+        marginal_decay=decay,
+    )
+
+
+def stalled(traj: Trajectory, cfg: AttributionConfig) -> bool:
+    """Flat, noise-dominated or decaying progress over a full window; too short a curve never stalls."""
+    if traj.points < cfg.window:
+        return False
+    return (
+        traj.slope <= cfg.min_slope
+        or traj.slope <= cfg.noise_ratio * traj.volatility
+        or traj.marginal_decay >= cfg.max_decay
+    )
+
+
+def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
+    """Causes by critic score, highest first (ties keep the analyst's order); the critic's category wins."""
+    by_index = {c.index: c for c in critiques if 0 <= c.index < len(causes)}
+    ranked = []
+    for i, cause in enumerate(causes):
+        crit = by_index.get(i)
+        category = crit.category if crit else cause.category
+        ranked.append(
+            RankedCause(
+                index=i,
+                cause=cause.model_copy(update={"category": category}),
+                score=crit.score if crit else UNSCORED,
+                corrected=category != cause.category,
+            )
+        )
+    return sorted(ranked, key=lambda r: (-r.score, r.index))
+
+
+def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig) -> Decision:
+    """The table's action for the top cause, clamped when a confident judge calls the measurement valid."""
+    routed = ROUTES[(top.cause.category, top.cause.severity)]
+    clamp = (
+        routed in DISCARDING
+        and judgement is not None
+        and judgement.valid_measurement
+        and judgement.confidence >= cfg.clamp_confidence
+    )
+    return Decision(
+        action=CLAMPED_TO if clamp else routed,
+        routed=routed,
+        clamped=clamp,
+        cause=top.cause,
+        index=top.index,
+        score=top.score,
+        judgement=judgement,
+    )
+
+
+def words(text: str) -> set[str]:
+    """Lowercased content words (numbers kept, stopwords and a plural 's' dropped)."""
+    out = set()
+    for w in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", text.lower()):
+        if w in STOPWORDS:
+            continue
+        out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
+    return out
+
+
+def similarity(a: str, b: str) -> float:
+    """Jaccard overlap of the content words of two texts (1.0 when both have none)."""
+    wa, wb = words(a), words(b)
+    if not wa and not wb:
+        return 1.0
+    return len(wa & wb) / len(wa | wb)
+
+
+def distinct(text: str, archived: list[str], threshold: float) -> bool:
+    """Whether `text` differs from every archived hypothesis (overlap below `threshold` with each)."""
+    if not words(text):
+        return False
+    return all(similarity(text, old) < threshold for old in archived)
+
+
+def attribute(
+    analyst: Analyst, report: str, cfg: AttributionConfig, seed: int | None = None
+) -> Decision | None:
+    """causes -> critic -> judge -> rank -> route. None when no usable causes came back; a failed critic
+    leaves every cause at `UNSCORED`, a failed judge means no clamp."""
+    errors: dict[str, str] = {}
+
+    def note(name: str) -> None:
+        if analyst.last is not None and analyst.last.error:
+            errors[name] = analyst.last.error[:300]
+
+    causes = analyst.causes(report, cfg.k, seed=seed)
+    if not causes:
+        return None
+    critiques = analyst.critic(report, causes, seed=seed)
+    if not critiques:
+        note("critic")
+    judgement = analyst.judge(report, seed=seed)
+    if judgement is None:
+        note("judge")
+    decision = route(rank(causes, critiques)[0], judgement, cfg)
+    return decision.model_copy(update={"causes": causes, "critiques": critiques, "errors": errors})

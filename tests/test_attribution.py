@@ -1,0 +1,227 @@
+"""Failure attribution: the routing table, the verdict clamp, critic corrections, stall detection and the
+distinctness of pivots (pure logic), and the orchestration over a scripted analyst (harness only)."""
+
+from __future__ import annotations
+
+import json
+from itertools import product
+from typing import get_args
+
+import pytest
+
+from policy.analysis import AnalysisConfig, Analyst, Category, Cause, Critique, Judgement, Severity
+from policy.base import Completion
+from search.attribution import (
+    ROUTES,
+    AttributionConfig,
+    attribute,
+    distinct,
+    rank,
+    route,
+    similarity,
+    stalled,
+    trajectory,
+)
+
+CFG = AttributionConfig()
+EXPECTED = {
+    ("implementation", "minor"): "repair",
+    ("implementation", "major"): "repair",
+    ("implementation", "fatal"): "repair",
+    ("design", "minor"): "fix_protocol",
+    ("design", "major"): "fix_protocol",
+    ("design", "fatal"): "fix_protocol",
+    ("method", "minor"): "refine_local",
+    ("method", "major"): "refine_structural",
+    ("method", "fatal"): "pivot",
+}
+PAIRS = list(product(get_args(Category), get_args(Severity)))
+
+
+def cause(category: str = "method", severity: str = "fatal", text: str = "the idea cannot work") -> Cause:
+    return Cause(
+        evidence="score 0.41 vs parent 0.90",
+        cause=text,
+        category=category,
+        severity=severity,
+        fix="try again",
+    )
+
+
+def judged(valid: bool, confidence: float) -> Judgement:
+    return Judgement(reason="ran to the end", valid_measurement=valid, confidence=confidence)
+
+
+def top(category: str, severity: str):
+    return rank([cause(category, severity)], [])[0]
+
+
+@pytest.mark.parametrize("pair", PAIRS)
+def test_routing_table_case_by_case(pair):
+    assert ROUTES[pair] == EXPECTED[pair]
+    decision = route(top(*pair), None, CFG)
+    assert decision.action == decision.routed == EXPECTED[pair] and not decision.clamped
+
+
+def test_table_is_complete_and_pivots_only_on_a_fatal_method_flaw():
+    assert set(ROUTES) == set(PAIRS)
+    assert [pair for pair, action in ROUTES.items() if action == "pivot"] == [("method", "fatal")]
+
+
+@pytest.mark.parametrize(
+    ("confidence", "clamped"), [(0.59, False), (0.5999, False), (0.6, True), (0.61, True), (1.0, True)]
+)
+def test_clamp_at_the_confidence_threshold(confidence, clamped):
+    decision = route(top("method", "fatal"), judged(True, confidence), CFG)
+    assert decision.routed == "pivot" and decision.clamped is clamped
+    assert decision.action == ("refine_structural" if clamped else "pivot")
+
+
+def test_an_invalid_measurement_never_clamps():
+    for confidence in (0.0, 0.6, 1.0):
+        decision = route(top("method", "fatal"), judged(False, confidence), CFG)
+        assert decision.action == "pivot" and not decision.clamped
+
+
+@pytest.mark.parametrize("pair", [p for p in PAIRS if p != ("method", "fatal")])
+def test_clamp_leaves_non_discarding_actions_alone(pair):
+    decision = route(top(*pair), judged(True, 1.0), CFG)
+    assert decision.action == EXPECTED[pair] and not decision.clamped
+
+
+def test_clamp_threshold_comes_from_the_config():
+    strict = AttributionConfig(clamp_confidence=0.9)
+    assert route(top("method", "fatal"), judged(True, 0.8), strict).action == "pivot"
+
+
+def test_critic_scores_order_the_causes_and_ties_keep_order():
+    causes = [cause(text=f"cause {i}") for i in range(3)]
+    critiques = [
+        Critique(index=0, score=0.2, category="method"),
+        Critique(index=1, score=0.7, category="method"),
+        Critique(index=2, score=0.7, category="method"),
+    ]
+    assert [r.index for r in rank(causes, critiques)] == [1, 2, 0]
+    assert [r.index for r in rank(causes, [])] == [0, 1, 2]  # a failed critic: uniform scores
+    partial = [
+        Critique(index=2, score=0.9, category="method"),
+        Critique(index=7, score=1.0, category="design"),
+    ]
+    assert [r.index for r in rank(causes, partial)] == [2, 0, 1]  # an unknown index is ignored
+
+
+def test_critic_category_correction_changes_the_route():
+    causes = [cause("method", "fatal"), cause("design", "minor")]
+    plain = route(rank(causes, [])[0], None, CFG)
+    assert plain.action == "pivot"
+    corrected = rank(causes, [Critique(index=0, score=0.8, category="implementation")])
+    assert corrected[0].corrected and corrected[0].cause.category == "implementation"
+    assert route(corrected[0], None, CFG).action == "repair"
+    assert causes[0].category == "method"  # the analyst's cause itself is not changed
+
+
+@pytest.mark.parametrize(
+    ("curve", "expected"),
+    [
+        ([0, 1, 2, 3, 4, 5, 6, 7], False),  # rising
+        ([0.0, 0.3, 0.2, 0.5, 0.4, 0.7, 0.6, 0.9], False),  # noisy but rising
+        ([0, 0.5, 0.5, 0.5, 0.5, 0.5, 0.5, 1.0], False),  # a fresh step of the staircase
+        ([1, 1, 1, 1, 1, 1], True),  # flat
+        ([1.0, 1.02, 0.99, 1.01, 1.0, 0.98, 1.01, 1.0], True),  # noise around a level
+        ([0, 0.5, 0.75, 0.875, 0.94, 0.97, 0.985, 0.992], True),  # gains decaying
+        ([0.5, 0.9, 0.95, 0.951, 0.9512, 0.9515, 0.9516, 0.952], True),  # creeping up by noise
+        ([0, 0, 0], False),  # shorter than the window: no evidence of a stall
+        ([], False),
+    ],
+)
+def test_stall_detection(curve, expected):
+    assert stalled(trajectory(curve, CFG), CFG) is expected
+
+
+def test_trajectory_numbers():
+    t = trajectory([0, 1, 2, 3, 4, 5, 6, 7], CFG)
+    assert t.slope == pytest.approx(1 / 7) and t.volatility == pytest.approx(0) and t.marginal_decay == 0
+    t = trajectory([0, 0.5, 0.75, 0.875, 0.94, 0.97, 0.985, 0.992], CFG)
+    assert t.marginal_decay == pytest.approx(1 - (0.992 - 0.94) / (0.94 - 0.5))  # windows share 0.94
+    assert trajectory([5, 5, 5, 5], CFG).slope == 0
+
+
+def test_distinctness_of_pivots():
+    archived = ["Increase the learning rate of the optimizer", "replace the sort by a heap"]
+    assert not distinct("increase learning rates for the optimizer", archived, CFG.distinct_threshold)
+    assert distinct("add dropout between the hidden layers", archived, CFG.distinct_threshold)
+    assert distinct("anything new", [], CFG.distinct_threshold)
+    assert not distinct("the of and", archived, CFG.distinct_threshold)  # no content words at all
+    assert similarity("Heap SORT", "sort heap") == 1.0
+    assert similarity("set X to 0.5", "set X to 0.7") < 1.0  # numbers are words too
+
+
+class Scripted:
+    """Scripted answers per purpose, validated like a real backend (harness tests only)."""
+
+    name = model_id = "scripted"
+
+    def __init__(self, answers: dict[str, object]):
+        self.answers, self.purposes = answers, []
+
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        self.purposes.append(purpose)
+        text = json.dumps(self.answers[purpose])
+        try:
+            return [[Completion(text=text, parsed=schema.model_validate_json(text))]]
+        except ValueError as e:
+            return [[Completion(text=text, error=str(e)[:200])]]
+
+
+CAUSES = {
+    "causes": [
+        cause("method", "fatal", "the idea cannot work").model_dump(),
+        cause("implementation", "major", "a typo in the loss").model_dump(),
+        cause("design", "minor", "the split leaks").model_dump(),
+    ]
+}
+CRITIC = {
+    "scores": [
+        {"index": 0, "score": 0.9, "category": "method"},
+        {"index": 1, "score": 0.3, "category": "implementation"},
+        {"index": 2, "score": 0.1, "category": "design"},
+    ]
+}
+JUDGE = {"reason": "weak but ran as intended", "valid_measurement": True, "confidence": 0.8}
+
+
+def run(**answers):
+    backend = Scripted({"causes": CAUSES, "critic": CRITIC, "judge": JUDGE, **answers})
+    decision = attribute(Analyst(backend, AnalysisConfig()), "report", CFG, seed=1)
+    return decision, backend
+
+
+def test_attribute_runs_causes_critic_judge_and_clamps():
+    decision, backend = run()
+    assert backend.purposes == ["causes", "critic", "judge"]
+    assert decision.routed == "pivot" and decision.action == "refine_structural" and decision.clamped
+    assert decision.index == 0 and decision.score == 0.9 and len(decision.causes) == 3
+    assert len(decision.critiques) == 3 and decision.judgement.confidence == 0.8 and not decision.errors
+    json.dumps(decision.model_dump())  # plain data for the store
+
+
+def test_attribute_without_a_critic_falls_back_to_uniform_scores():
+    decision, _ = run(critic={"scores": []})
+    assert decision.index == 0 and decision.score == 0.5 and "critic" in decision.errors
+
+
+def test_attribute_without_a_judge_does_not_clamp():
+    decision, _ = run(judge={"reason": "x"})
+    assert decision.action == "pivot" and not decision.clamped and decision.judgement is None
+    assert "judge" in decision.errors
+
+
+def test_attribute_follows_the_critic_to_another_cause():
+    critic = {"scores": [{**s, "score": 1.0 - s["score"]} for s in CRITIC["scores"]]}
+    decision, _ = run(critic=critic)
+    assert decision.index == 2 and decision.action == "fix_protocol"
+
+
+def test_attribute_without_causes_is_none():
+    decision, backend = run(causes={"causes": CAUSES["causes"][:2]})
+    assert decision is None and backend.purposes == ["causes"]

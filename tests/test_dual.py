@@ -1,0 +1,136 @@
+"""The investigation layer of the arts round (search.dual) through the real loop, with a scripted backend.
+
+These are harness tests: the RuleBackend answers every call with a fixed, schema-valid object, so what is
+checked is the bookkeeping (spaces, evidence, routing, clamp, pivot, ablations), not model quality.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from search.config import SearchConfig
+from search.store import Store
+from tests.test_search import make_task, run_with_rules
+
+
+def _state(run_dir):
+    with Store.open(run_dir, create=False) as store:
+        return store.load_state()
+
+
+def _cfg(tmp_path, **kw) -> SearchConfig:
+    data = {"task": str(make_task(tmp_path / "task")), "group": 2, "budget": {"evals": 6}}
+    for key, value in kw.items():
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+    return SearchConfig.model_validate(data)
+
+
+def test_a_round_fills_both_spaces_with_evidence(tmp_path, rules):
+    summary = run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert state.meta["plan"]["deliverable"] == "solution.py" and "plan" in rules.purposes
+    hyps = list(state.hypotheses.values())
+    assert hyps and all(h.nodes for h in hyps if h.status != "pending")
+    assert {h.axis for h in hyps} == {"x value"}  # labels are normalised
+    sources = {o.source for o in state.observations.values()}
+    assert {"execution", "comparison"} <= sources
+    linked = {(e.observation, e.hypothesis) for e in state.evidence.values()}
+    assert linked and all(o in state.observations and h in state.hypotheses for o, h in linked)
+    assert "compare" in rules.purposes
+    assert summary["observations"]["count"] == len(state.observations)
+    assert summary["answer_node"] is not None
+    html = (tmp_path / "run" / "report.html").read_text()
+    assert "<h2>Hypotheses</h2>" in html and "<h2>Observations</h2>" in html
+
+
+def test_a_repeated_execution_observation_is_confirmed_not_duplicated(tmp_path, rules):
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    execution = [o for o in state.observations.values() if o.source == "execution"]
+    texts = [o.text for o in execution]
+    assert len(texts) == len(set(texts))
+    assert any(o.times_seen > 1 and not o.provisional for o in execution)
+
+
+def test_failures_are_attributed_and_routed_with_their_inputs(tmp_path, rules):
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    summary = run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    routes = [e.payload for e in state.events.values() if e.kind == "routing"]
+    assert routes and routes[0]["decision"]["action"] == "repair"
+    decision = routes[0]["decision"]
+    assert decision["causes"] and decision["critiques"] and decision["judgement"]  # stored with its inputs
+    assert summary["routing"]["repair"] >= 1
+    assert any("repair the implementation" in i.text for i in state.insights.values())
+    assert {"causes", "critic", "judge"} <= set(rules.purposes)
+
+
+def test_a_fatal_method_flaw_pivots_and_later_candidates_must_be_distinct(tmp_path, rules):
+    rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (False, 0.9)
+    summary = run_with_rules(_cfg(tmp_path, budget={"evals": 6, "rounds": 4}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    archived = [h for h in state.hypotheses.values() if h.archived]
+    assert archived and summary["routing"].get("pivot", 0) >= 1
+    # the scripted scientist keeps proposing the same direction: every later proposal is refused
+    assert any(e.kind == "indistinct" for e in state.events.values())
+    later = [n for n in state.nodes.values() if n.round > min(h.updated_round for h in archived)]
+    assert not later
+
+
+def test_the_verdict_clamp_turns_a_pivot_into_a_refinement(tmp_path, rules):
+    rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (True, 0.8)
+    run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    decision = next(e.payload["decision"] for e in state.events.values() if e.kind == "routing")
+    assert decision["action"] == "refine_structural" and decision["clamped"]
+    assert not any(h.archived for h in state.hypotheses.values())
+    assert any(h.parent is not None for h in state.hypotheses.values())  # the refinement's lineage
+
+
+@pytest.mark.parametrize(
+    ("component", "absent"),
+    [("comparison", "compare"), ("attribution", "causes"), ("audit", "audit")],
+)
+def test_each_component_can_be_turned_off(tmp_path, rules, component, absent):
+    rules.bad_edits = 2
+    run_with_rules(_cfg(tmp_path, components={component: False}), tmp_path / "run")
+    assert absent not in rules.purposes and "propose" in rules.purposes
+
+
+def test_without_observations_memory_or_verbalized_sampling(tmp_path, rules):
+    cfg = _cfg(tmp_path, components={"observations": False, "memory": False, "verbalized": False})
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert not state.observations and not state.evidence
+    assert not [i for i in state.insights.values() if i.kind == "memory"]
+    draws = [e.payload["drawn"] for e in state.events.values() if e.kind == "draw"]
+    assert draws and all(len({d[0] for d in drawn}) == 1 for drawn in draws)  # the top candidate only
+
+
+def test_config_round_trips_the_new_sections(tmp_path):
+    from search.config import load_config
+
+    cfg = load_config(None, {"components.comparison": False, "space.cooldown": 3, "attribution.k": 4})
+    assert not cfg.components.comparison and cfg.space.cooldown == 3 and cfg.attribution.k == 4
+    with pytest.raises(ValueError, match="extra"):
+        load_config(None, {"components.nonsense": True})
+    assert json.loads(cfg.model_dump_json())["space"]["explore_candidates"] == 3
+
+
+def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rules):
+    from policy.answer_schema import schema_model
+    from tasks.base import resolve_task
+
+    cfg = SearchConfig.model_validate({"task": "incident-rca", "group": 2, "budget": {"rounds": 2}})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    answered = [n for n in state.nodes.values() if n.status == "valid" and n.parent is not None]
+    assert answered and summary["evals"] == 0  # no score is ever seen during the search
+    model = schema_model(resolve_task("incident-rca").answer_schema())
+    model.model_validate_json(answered[0].files["answer.json"])
+    assert summary["answer_node"] in {n.id for n in answered}
+    assert summary["best"]["test_score"] is not None  # only the hidden grader scores the answer
+    assert any(o.source == "execution" for o in state.observations.values()) and state.evidence
+    assert (tmp_path / "run" / "best" / "answer.json").is_file()
