@@ -9,8 +9,9 @@ round. Every run keeps its run directory under `--out`, so each number in the ta
     python scripts/bench_discovery.py --evals 20 --group 4 --mutate-seeds 0 1 2 --out runs/bench \
         --table docs/benchmark.md
 
-Mutate runs are separate `arts search` processes (`--jobs` at a time); arts runs one after another in
-this process, so the model is loaded once.
+Mutate runs are separate `arts search` processes (`--jobs` at a time) and finish first; arts then runs
+task after task in this process (the model loaded once) on an otherwise idle machine, so its seconds per
+round are its own.
 """
 
 from __future__ import annotations
@@ -142,23 +143,24 @@ def main() -> None:
     out = args.out / time.strftime("%Y%m%d-%H%M%S")
     out.mkdir(parents=True)
     rows = {t: {"task": t, "mutate": []} for t in tasks}
-    with ThreadPoolExecutor(args.jobs) as pool:
+    with ThreadPoolExecutor(args.jobs) as pool:  # the baseline first, so arts's timings are its own
         futures = {
             (t, s): pool.submit(mutate_run, t, s, args, out / f"{t}-mutate-{s}")
             for t in tasks
             for s in args.mutate_seeds
         }
-        for t in tasks:
-            t0 = time.time()
-            rows[t]["arts"] = arts_run(t, args, out / f"{t}-arts")
-            a = rows[t]["arts"]
-            print(
-                f"{t}: arts best {a['best']:.5g} (seed {a['seed']:.5g}), valid {a['valid_evals']}/{a['evals']}, "
-                f"{a['round_core_s']:.1f}+{a['round_analysis_s']:.1f} model s/round, {time.time() - t0:.0f} s",
-                flush=True,
-            )
-        for (t, _seed), f in futures.items():
+        for (t, s), f in futures.items():
             rows[t]["mutate"].append(f.result())
+            print(f"{t}: mutate seed {s} best {rows[t]['mutate'][-1]['best']:.5g}", flush=True)
+    for t in tasks:
+        t0 = time.time()
+        rows[t]["arts"] = arts_run(t, args, out / f"{t}-arts")
+        a = rows[t]["arts"]
+        print(
+            f"{t}: arts best {a['best']:.5g} (seed {a['seed']:.5g}), valid {a['valid_evals']}/{a['evals']}, "
+            f"{a['round_core_s']:.1f}+{a['round_analysis_s']:.1f} model s/round, {time.time() - t0:.0f} s",
+            flush=True,
+        )
     text = table(list(rows.values()), args)
     (out / "results.json").write_text(json.dumps(list(rows.values()), indent=2))
     (out / "table.md").write_text(text)

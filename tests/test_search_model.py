@@ -36,3 +36,26 @@ def test_arts_search_with_the_embedded_model_on_circle_packing(tmp_path):
     assert any(n.status == "valid" for n in children), [n.reason for n in children]
     assert any(i.kind == "memory" for i in state.insights.values())
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["nodes"] == summary["nodes"]
+
+
+def test_incident_rca_search_with_the_embedded_model_writes_a_graded_answer(tmp_path):
+    from policy.answer_schema import schema_model
+    from tasks.base import resolve_task
+
+    cfg = SearchConfig(
+        task="incident-rca", group=2, budget={"rounds": 2}, scientist={"candidates": 3, "audits": 1}
+    )
+    summary = start_run(cfg, tmp_path / "run", log=print)
+    answer = (tmp_path / "run" / "best" / "answer.json").read_text()
+    schema_model(resolve_task("incident-rca").answer_schema()).model_validate_json(
+        answer
+    )  # valid deliverable
+    assert summary["evals"] == 0 and summary["best"]["test_score"] is not None  # graded only by [test]
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    assert state.observations and state.evidence
+    assert all(
+        e.observation in state.observations and e.hypothesis in state.hypotheses
+        for e in state.evidence.values()
+    )
+    assert any(o.source == "execution" and o.node is not None for o in state.observations.values())
