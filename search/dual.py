@@ -20,6 +20,7 @@ actions, running experiments (the round in `search.methods` and the loop do that
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -99,6 +100,8 @@ def space_prompt(s: Search) -> tuple[str, list[int]]:
     count = s.scientist_backend.count_tokens if s.scientist_backend else (lambda t: len(t) // 4)
     text = space.render_space(s.state, s.cfg.space.prompt_tokens, count, round=s.round)
     ids = [int(m) for m in _OBS_ID.findall(text) if int(m) in s.state.observations]
+    if hint := combine_hint(s):
+        text = f"{text}\n{hint}" if text else hint
     return text, list(dict.fromkeys(ids))
 
 
@@ -114,6 +117,28 @@ def admissible(s: Search, cands: list[dict]) -> list[bool]:
         far = not archived or distinct(c["hypothesis"], archived, s.cfg.attribution.distinct_threshold)
         out.append(not cooling and not gone and far)
     return out
+
+
+def selection_weights(s: Search, cands: list[dict]) -> list[float]:
+    """Select: spread over regions and favour tests that resolve open evidence. A candidate's stated
+    probability is shared among the candidates of its region (so every region weighs like one candidate),
+    and raised by half when it cites an observation no working hypothesis explains yet."""
+    regions = Counter(space.normalise_label(c.get("region", "")) for c in cands)
+    open_ids = {o.id for o in space.unexplained(s.state)} if s.cfg.components.observations else set()
+    out = []
+    for c in cands:
+        w = c["probability"] / regions[space.normalise_label(c.get("region", ""))]
+        out.append(w * 1.5 if open_ids & set(c.get("cites", [])) else w)
+    return out
+
+
+def combine_hint(s: Search) -> str:
+    """Explore: hypotheses that each improved on their parent may be combined in one candidate."""
+    won = [h for h in s.state.hypotheses.values() if h.status == "retained" and not h.archived][-3:]
+    if len(won) < 2:
+        return ""
+    names = ", ".join(f"h{h.id} ({h.text[:50]})" for h in won)
+    return f"Each of {names} improved the score: a candidate may combine two of them."
 
 
 def register(s: Search, cand: dict, parent_hypothesis: int | None = None) -> Hypothesis:

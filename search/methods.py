@@ -165,11 +165,12 @@ def arts_round(s: Search) -> None:
         ok = dual.admissible(s, cands)
     if not any(ok):
         return
-    if s.cfg.components.verbalized:
-        probs = [c["probability"] if keep else 0.0 for c, keep in zip(cands, ok)]
+    if s.cfg.components.verbalized:  # only admissible candidates can be drawn
+        idx = [i for i, keep in enumerate(ok) if keep]
+        weights = dual.selection_weights(s, [cands[i] for i in idx])
         threshold = s.cfg.scientist.tail_threshold if tail else None
-        draws = draw(probs, s.cfg.group, s.rng, tail_threshold=threshold)
-        picks = [(d.index, d.probability, d.tail) for d in draws]
+        draws = draw(weights, s.cfg.group, s.rng, tail_threshold=threshold)
+        picks = [(idx[d.index], d.probability, d.tail) for d in draws]
     else:  # ablation: the top admissible candidate for every action
         top = max((i for i in range(len(cands)) if ok[i]), key=lambda i: cands[i]["probability"])
         picks = [(top, cands[top]["probability"], False)] * s.cfg.group

@@ -134,3 +134,20 @@ def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rul
     assert summary["best"]["test_score"] is not None  # only the hidden grader scores the answer
     assert any(o.source == "execution" for o in state.observations.values()) and state.evidence
     assert (tmp_path / "run" / "best" / "answer.json").is_file()
+
+
+def test_selection_spreads_over_regions_and_favours_open_evidence():
+    from types import SimpleNamespace
+
+    from search import dual
+    from search.state import Observation, SearchState
+
+    state = SearchState(observations={1: Observation(id=1, text="X above 3 fails", source="execution")})
+    s = SimpleNamespace(state=state, cfg=SearchConfig())
+    cands = [
+        {"probability": 0.4, "region": "constants"},
+        {"probability": 0.4, "region": "Constant"},  # the same region written another way
+        {"probability": 0.2, "region": "control flow", "cites": [1]},
+    ]
+    w = dual.selection_weights(s, cands)
+    assert w[0] == w[1] == pytest.approx(0.2) and w[2] == pytest.approx(0.3)
