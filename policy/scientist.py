@@ -175,8 +175,8 @@ class Scientist:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
         ask += (
             " parent: the node to start from; hypothesis: one concrete change, naming what to change and to what"
-            f' (e.g. "{example or "replace the sort by a heap"}"); axis: a 1-3 word label of what it varies;'
-            " region: a 1-3 word label of the kind of change."
+            f' (e.g. "{example or "replace the sort by a heap"}"); axis: the name of what it varies;'
+            " region: the kind of change, in one or two words."
         )
         if observation_ids:
             ask += " cites: ids of observations that motivated it (may be empty)."

@@ -34,6 +34,8 @@ if TYPE_CHECKING:
     from search.loop import Search
 
 _OBS_ID = re.compile(r"\bo(\d+)\b")
+NOT_A_RESULT = ("evaluation budget spent", "interrupted")
+"""Reasons of invalid nodes that say nothing about their hypothesis."""
 
 
 class ComponentsConfig(BaseModel):
@@ -180,6 +182,8 @@ def execution_observation(s: Search, node: Node) -> tuple[str, str, str] | None:
     parent = s.state.nodes.get(node.parent) if node.parent is not None else None
     metric = s.task.config.metric.name if s.task.config.metric else "result"
     what = _change(node)
+    if node.status == "invalid" and node.reason.startswith(NOT_A_RESULT):
+        return None  # the run ran out or was killed: nothing was learned about the hypothesis
     if node.status == "invalid":
         kind = (node.reason.split(":")[0] or "no result")[:60]
         return f"{what} broke the program ({kind})", "errors", "oppose"
@@ -190,6 +194,12 @@ def execution_observation(s: Search, node: Node) -> tuple[str, str, str] | None:
     if node.score < parent.score:
         return f"{what} lowered {metric}", metric, "oppose"
     return f"{what} left {metric} unchanged", metric, "neutral"
+
+
+def worded(text: str) -> bool:
+    """At least two words of letters: a 135M model's comparison sometimes returns bare punctuation and
+    digits (", 1.1498}}, {"), which is not an observation."""
+    return len(re.findall(r"[A-Za-z]{2,}", text)) >= 2
 
 
 def record(s: Search, text: str, source: str, region: str, node: int | None) -> int:
@@ -243,7 +253,7 @@ def compare(s: Search, tested: list[Hypothesis]) -> set[int]:
     if got is None:
         return set()
     if s.cfg.components.observations:
-        for v in got.verdicts:
+        for v in (v for v in got.verdicts if worded(v.observation)):
             oid = record(s, v.observation, "comparison", "comparison", None)
             s.add_or_update(space.relate(s.state, oid, v.hypothesis, v.verdict, s.round, note="comparison"))
     return set(got.flawed)

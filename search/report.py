@@ -14,7 +14,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from search.grounding import ground, measured_values
+from search.grounding import ground, measured_values, numbers
 from search.space import standing
 from search.state import Node, SearchState
 
@@ -135,9 +135,12 @@ def grounder(state: SearchState) -> Callable[[str, int | None], str]:
     best = state.best()
 
     def g(text: str, node: int | None) -> str:
-        n = state.nodes.get(node) if node is not None else None
-        code = "\n".join((n or best).files.values()) if (n or best) else ""
-        return _e(ground(text, values, code).text)
+        n = state.nodes.get(node) if node is not None else best
+        code = "\n".join(n.files.values()) if n else ""
+        parent = state.nodes.get(n.parent) if n and n.parent is not None else None
+        # a number written in the program (its own or its parent's, e.g. "MARGIN from 0.01") is in the store too
+        known = values + [x.value for f in (n, parent) if f for t in f.files.values() for x in numbers(t)]
+        return _e(ground(text, known, code).text)
 
     return g
 
