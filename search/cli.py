@@ -74,7 +74,12 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     except TaskError as e:
         print(e, file=sys.stderr)
         return 1
-    seed = "seedless (first nodes are drafts)" if task.seedless else f"seed: {', '.join(task.seed_files())}"
+    if not task.seedless:
+        seed = f"seed: {', '.join(task.seed_files())}"
+    elif task.config.kind == "answer":
+        seed = f"no seed answer (the investigator writes {', '.join(task.config.editable)})"
+    else:
+        seed = "seedless (first nodes are drafts)"
     print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
     return 0
 
