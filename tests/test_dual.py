@@ -151,3 +151,15 @@ def test_selection_spreads_over_regions_and_favours_open_evidence():
     ]
     w = dual.selection_weights(s, cands)
     assert w[0] == w[1] == pytest.approx(0.2) and w[2] == pytest.approx(0.3)
+
+
+def test_the_report_grounds_model_text_against_the_store_and_the_code(tmp_path, rules):
+    from search.report import write_report
+    from search.state import Insight
+
+    run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        store.add(Insight(text="X at 1.0 gave 0.93 accuracy with a random forest", kind="audit"))
+        state = store.load_state()
+    html = write_report(tmp_path / "run", state).read_text()
+    assert "X at 1.0 gave [unmeasured] accuracy with a random forest [not in code]" in html
