@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -64,6 +65,10 @@ def run_stats(run_dir: Path) -> dict:
 
 
 def arts_run(task: str, args: argparse.Namespace, run_dir: Path) -> dict:
+    if (run_dir / "summary.json").is_file():  # finished in an earlier invocation (--reuse)
+        return run_stats(run_dir)
+    if run_dir.exists():  # cut off mid-run: start it again
+        shutil.rmtree(run_dir)
     overrides = {
         "task": task,
         "method": "arts",
@@ -81,6 +86,8 @@ def arts_run(task: str, args: argparse.Namespace, run_dir: Path) -> dict:
 
 
 def mutate_run(task: str, seed: int, args: argparse.Namespace, run_dir: Path) -> dict:
+    if (run_dir / "summary.json").is_file():  # finished in an earlier invocation (--reuse)
+        return run_stats(run_dir)
     cmd = [sys.executable, "-m", "search.cli", "search", task, "--method", "mutate", "--seed", str(seed)]
     cmd += ["--evals", str(args.evals), "--group", str(args.group), "--run-dir", str(run_dir)]
     with open(run_dir.with_suffix(".log"), "w") as log:
@@ -138,10 +145,13 @@ def main() -> None:
     p.add_argument("--jobs", type=int, default=2, help="mutate runs at once")
     p.add_argument("--out", type=Path, default=Path("runs/bench"))
     p.add_argument("--table", type=Path, default=None, help="also write the markdown table here")
+    p.add_argument(
+        "--reuse", type=Path, default=None, help="an earlier output folder: finished runs are kept"
+    )
     args = p.parse_args()
     tasks = args.tasks or [t for t in builtin_names() if resolve_task(t).config.kind == "optimize"]
-    out = args.out / time.strftime("%Y%m%d-%H%M%S")
-    out.mkdir(parents=True)
+    out = args.reuse or args.out / time.strftime("%Y%m%d-%H%M%S")
+    out.mkdir(parents=True, exist_ok=args.reuse is not None)
     rows = {t: {"task": t, "mutate": []} for t in tasks}
     with ThreadPoolExecutor(args.jobs) as pool:  # the baseline first, so arts's timings are its own
         futures = {
