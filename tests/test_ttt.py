@@ -146,7 +146,7 @@ r.make_backend = lambda mc, sink, seed: (
 from search.config import SearchConfig
 cfg = SearchConfig(task={task!r}, ttt=True, group=4, budget={{"evals": 400, "rounds": {rounds}}},
                    executor_model={{"backend": "rules"}}, grpo={{"lr": 1e-2}},
-                   scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 800}})
+                   scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640}})
 if {resume}:
     r.resume_run(Path({run!r}))
 else:
