@@ -15,7 +15,6 @@ import pytest
 from pydantic import ValidationError
 
 from policy.answer_schema import schema_model
-from policy.base import Completion
 from policy.investigator import (
     Investigator,
     InvestigatorConfig,
@@ -25,6 +24,7 @@ from policy.investigator import (
     step_schema,
 )
 from tasks.readonly import grep_lines, read_lines
+from tests.test_executor import ScriptedBackend
 from tests.test_readonly import make_case
 
 SERVICES = ["api", "db", "cache"]
@@ -57,30 +57,6 @@ ANSWER = {
 }
 FILES = ["incidents/i1/logs.txt", "incidents/i1/metrics.csv"]
 HYPOTHESIS = "The db ran out of disk, and the api timed out calling it."
-
-
-class ScriptedBackend:
-    """Returns pre-written answers in order (validated against the call's schema), recording each call.
-    Only for harness tests: it says nothing about what a model can do."""
-
-    name = "scripted"
-    model_id = "scripted"
-
-    def __init__(self, answers: list[dict | str]):
-        self.answers = list(answers)
-        self.calls: list[dict] = []
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        self.calls.append({"prompts": prompts, "schema": schema, "sampling": sampling, "purpose": purpose})
-        answer = self.answers.pop(0)
-        if isinstance(answer, dict) and "action" in schema.model_fields:
-            answer = {"action": answer}
-        text = answer if isinstance(answer, str) else json.dumps(answer)
-        try:
-            parsed, error = schema.model_validate_json(text), None
-        except ValidationError as e:
-            parsed, error = None, str(e).splitlines()[0]
-        return [[Completion(text=text, parsed=parsed, error=error, prompt_tokens=100, completion_tokens=20)]]
 
 
 class FakeTools:
