@@ -105,12 +105,14 @@ def test_stops_at_the_first_valid_validation():
     assert "RADIUS = 0.2\n" in result.files["solution.py"]
 
 
-def test_validate_receives_the_edited_files():
+@pytest.mark.parametrize("revert", [True, False])
+def test_validate_receives_the_edited_files_and_a_failed_edit_is_reverted(revert):
     answers = [set_constant("COUNT", 6), set_constant("RADIUS", 0.4)]
-    result, _, validate = _run(answers, hypothesis="Change the constants.")
+    cfg = ExecutorConfig(constants_first=False, revert_failed=revert)
+    result, _, validate = _run(answers, cfg, hypothesis="Change the constants.")
     assert [f["solution.py"].splitlines()[:2] for f in validate.seen] == [
         ["RADIUS = 0.1", "COUNT = 6"],
-        ["RADIUS = 0.4", "COUNT = 6"],
+        ["RADIUS = 0.4", "COUNT = 5" if revert else "COUNT = 6"],
     ]
     assert result.result.valid
 
@@ -127,7 +129,7 @@ def test_an_invalid_evaluation_is_shown_back_with_its_stderr_tail():
     result, backend, _ = _run([set_constant("RADIUS", 0.15), set_constant("RADIUS", 0.25)])
     prompt = _user(backend.calls[1])
     assert "evaluation failed: radius too small" in prompt and "ValueError: overlap" in prompt
-    assert "1 | RADIUS = 0.15" in prompt  # the next prompt shows the edited file
+    assert "1 | RADIUS = 0.1\n" in prompt and "back as it was before that edit" in prompt
     assert result.result.valid and result.actions == 2
 
 
@@ -142,11 +144,37 @@ def test_an_unparsable_answer_is_shown_back():
 
 def test_respects_max_actions_and_says_why_there_is_no_result():
     answers = [set_constant("RADIUS", v) for v in (0.11, 0.12, 0.13, 0.14)]
-    result, backend, _ = _run(answers, ExecutorConfig(max_actions=3))
+    result, backend, _ = _run(answers, ExecutorConfig(max_actions=3, max_evals=5))
     assert result.actions == 3 and len(backend.calls) == 3
     assert not result.result.valid and "no valid result after 3 actions" in result.reason
     assert "radius too small" in result.reason
     assert "RADIUS = 0.13" in result.files["solution.py"]  # the last applied edit, with its validation
+
+
+def test_failed_evaluations_stop_at_max_evals():
+    answers = [set_constant("RADIUS", v) for v in (0.11, 0.12, 0.13, 0.14)]
+    result, backend, validate = _run(answers, ExecutorConfig(max_actions=6, max_evals=2))
+    assert len(validate.seen) == 2 and result.actions == 2 and not result.result.valid
+    assert "RADIUS = 0.12" in result.files["solution.py"]  # the node keeps the last program that ran
+
+
+def test_a_program_evaluated_before_is_rejected_without_an_evaluation():
+    answers = [set_constant("RADIUS", 0.15), set_constant("RADIUS", 0.15), set_constant("RADIUS", 0.3)]
+    backend, validate = ScriptedBackend(answers), Recorder()
+    earlier = {}
+
+    def known(files):
+        return earlier.get(files["solution.py"])
+
+    earlier[PROGRAM.replace("RADIUS = 0.1", "RADIUS = 0.3")] = "node 4: score 0.3"
+    result = Executor(backend, ExecutorConfig(max_actions=3, max_evals=3)).run(
+        "Double RADIUS.", {"solution.py": PROGRAM}, ["solution.py"], validate, known=known, tried="- x"
+    )
+    # 0.15 fails; 0.15 again is the same program (this run's own record); 0.3 is node 4's program
+    assert len(validate.seen) == 1 and result.actions == 3 and result.result is not None
+    assert "already evaluated (it failed)" in _user(backend.calls[2])
+    assert "already evaluated (node 4: score 0.3)" in result.reason
+    assert "Tried before:\n- x" in _user(backend.calls[0])
 
 
 def test_nothing_applied_leaves_the_input_and_no_result():
@@ -175,7 +203,10 @@ def test_targets_the_hypothesis_names_are_offered_first_then_everything():
     assert "COUNT" in json.dumps(second) and "replace_lines" in json.dumps(second)
     assert result.transcript[0]["error"].startswith("the answer was not a valid action")
     assert "Constants: RADIUS = 0.1\n" in _user(backend.calls[0])
-    assert [f["solution.py"].splitlines()[1] for f in validate.seen] == ["COUNT = 7", "COUNT = 7"]
+    assert [f["solution.py"].splitlines()[:2] for f in validate.seen] == [
+        ["RADIUS = 0.1", "COUNT = 7"],
+        ["RADIUS = 0.3", "COUNT = 5"],
+    ]
 
 
 def test_prompt_is_short_and_names_the_hypothesis_and_targets():
