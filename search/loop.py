@@ -17,11 +17,12 @@ from pathlib import Path
 
 from policy.analysis import Analyst
 from policy.base import Backend, Usage
-from policy.executor import Executor
+from policy.executor import Executor, mentioned, program_key
 from policy.investigator import Investigator
 from policy.scientist import Scientist
 from search.config import SearchConfig
 from search.inspect import memory_entry
+from search.render import tried_edits
 from search.report import write_report
 from search.space import best_supported, established, unexplained
 from search.state import Insight, Node, Rollout
@@ -55,6 +56,7 @@ class Search:
         self.executor = Executor(executor, cfg.executor) if executor else None
         self.scientist_backend, self.executor_backend = scientist, executor
         self.state = store.load_state()
+        self._program_keys: dict[int, str] = {}
         self.t0 = time.time() - float(self.state.meta.get("wall_s", 0.0))
         self.tokens = {"prompt": 0, "completion": 0}
         for e in self.state.events.values():
@@ -200,13 +202,39 @@ class Search:
 
         return investigate(self, node, parent, workdir)
 
+    def known_programs(self) -> Callable[[dict[str, str]], str | None]:
+        """`known(files)`: the node that already ran exactly this program ("node 3: score 0.5"), if any.
+        Keys are computed once per finished node; a failed node counts only if it changed its parent."""
+        for n in self.state.nodes.values():
+            if n.id in self._program_keys or n.status == "pending":
+                continue
+            parent = self.state.nodes.get(n.parent) if n.parent is not None else None
+            ran = n.status in ("seed", "valid") or (parent is not None and n.files != parent.files)
+            self._program_keys[n.id] = program_key(n.files) if ran else ""
+        index: dict[str, Node] = {}
+        for nid, key in self._program_keys.items():
+            n = self.state.nodes[nid]
+            if key and (key not in index or n.status != "invalid"):
+                index[key] = n
+
+        def known(files: dict[str, str]) -> str | None:
+            n = index.get(program_key(files))
+            if n is None:
+                return None
+            return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + _fmt(n.raw_score)}"
+
+        return known
+
     def _execute(self, node: Node, parent: Node, workdir: Path) -> Node:
+        names = mentioned(node.hypothesis, {p: parent.files.get(p, "") for p in self.task.config.editable})
         result = self.executor.run(
             node.hypothesis,
             dict(parent.files),
             self.task.config.editable,
             lambda files: self.evaluate(files, workdir),
             task_summary=self.task.statement.strip().splitlines()[0][:200],
+            known=self.known_programs(),
+            tried=tried_edits(self.state, names, self.task.normalise),
         )
         node.files, node.transcript = result.files, result.transcript
         node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens

@@ -118,3 +118,35 @@ def render_state(
         out.append(block)
         used += cost
     return "\n\n".join(out), [n.id for n in parents]
+
+
+def edit_text(action: dict) -> str | None:
+    """A one-line statement of a typed edit, or None for edits without a short form (whole bodies)."""
+    if action.get("op") == "set_constant":
+        return f"{action['name']} = {str(action['value'])[:40]}"
+    if action.get("op") == "set_return":
+        return f"{action['function']} returns {action['expression'][:60]}"
+    return None
+
+
+def tried_edits(
+    state: SearchState, names: set[str], normalise: Callable[[float | None], float | None], limit: int = 6
+) -> str:
+    """The evaluated one-line edits of the search (about `names` when given), the best-scoring half first
+    and then the latest, as `- NAME = value on node P: score` lines: the executor's evidence of which
+    values helped. One pass over the nodes' transcripts; at most `limit` lines."""
+    rows: list[tuple[float, int, str]] = []
+    for n in state.nodes.values():
+        for t in n.transcript:
+            text = edit_text(t["action"]) if "valid" in t and t.get("action") else None
+            if text is None or (names and text.split(" ", 1)[0] not in names):
+                continue
+            score = normalise(t.get("score")) if t["valid"] else None
+            outcome = _fmt(t.get("score")) if t["valid"] else "failed"
+            rank = score if score is not None else float("-inf")
+            rows.append((rank, n.id, f"- {text} on node {n.parent}: {outcome}"))
+    best = heapq.nlargest(limit // 2, rows, key=lambda r: (r[0], r[1]))
+    seen = {r[2] for r in best}
+    latest = [r for r in heapq.nlargest(limit, rows, key=lambda r: r[1]) if r[2] not in seen]
+    lines = list(dict.fromkeys(r[2] for r in best + latest))
+    return "\n".join(lines[:limit])

@@ -232,6 +232,11 @@ def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
     r = next(iter(state.rollouts.values()))
     assert abs(sum(c["probability"] for c in r.candidates) - 1.0) < 1e-9 and r.action.startswith('{"parent"')
     assert all(n.transcript for n in state.nodes.values() if n.parent is not None)
+    ran = [n.files["solution.py"] for n in state.nodes.values() if n.status in ("seed", "valid")]
+    assert len(ran) == len(set(ran))  # a program already evaluated is never evaluated again
+    with Store.open(tmp_path / "run", create=False) as store:
+        known = build_search(cfg, store, log=lambda line: None).known_programs()
+    assert known(state.nodes[1].files) == "node 1: score -4" and known({"solution.py": "X = 0"}) is None
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["task"] == "toy-quadratic"
     assert (tmp_path / "run" / "best" / "solution.py").is_file()
 
