@@ -21,7 +21,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from policy.expressions import pattern, random_expression, returns, visible_names
+from policy.expressions import pattern, random_expression, returns, shape_error, visible_names
 
 OPS = ("set_constant", "set_return", "replace_function", "replace_lines", "write_file", "read_file")
 VALUE_CHARS = 40
@@ -320,7 +320,11 @@ def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
     path, text, fn = _find(files, action.function, "function")
     ret = returns(fn)
     if ret is None:
-        raise EditError(f"{fn.name} does not end in a one-line `return`; use replace_function")
+        raise EditError(
+            f"{fn.name} does not end in a one-line `return` of an expression; use replace_function"
+        )
+    if why := shape_error(fn, ret.value, ast.parse(action.expression, mode="eval").body):
+        raise EditError(why)
     a, b = _span(text, ret.value)
     end = text.find("\n", b)
     end = len(text) if end < 0 else end

@@ -23,11 +23,41 @@ OPERATORS = ("+", "-", "*", "/")
 MAX_TERMS = 4
 
 
+_NOT_ARITHMETIC = (
+    ast.Tuple, ast.List, ast.Dict, ast.Set, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp,
+    ast.JoinedStr, ast.Compare, ast.BoolOp, ast.Lambda, ast.IfExp,
+)  # fmt: skip
+
+
 def returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Return | None:
-    """The function's final statement when it is a one-line `return <expr>`."""
+    """The function's final statement when it is a one-line `return <expr>` whose value an expression of
+    the grammar could replace: not a tuple, container, string, comparison or conditional (`return
+    centers, radii` replaced by one number crashed its caller in every try of the 135M default)."""
     last = fn.body[-1] if fn.body else None
-    if isinstance(last, ast.Return) and last.value is not None and last.lineno == last.end_lineno:
-        return last
+    if not (isinstance(last, ast.Return) and last.value is not None and last.lineno == last.end_lineno):
+        return None
+    value = last.value
+    if isinstance(value, _NOT_ARITHMETIC) or (
+        isinstance(value, ast.Constant) and isinstance(value.value, str)
+    ):
+        return None
+    return last
+
+
+def shape_error(fn: ast.FunctionDef | ast.AsyncFunctionDef, old: ast.expr, new: ast.expr) -> str | None:
+    """Why `new` cannot stand in for the return value `old` of `fn`, or None. A return that used names
+    must still use one (a constant ignores the inputs), and a function annotated to return the type of
+    some of its parameters (`bins: np.ndarray -> np.ndarray`) must use one of those parameters (else it
+    returns a scalar where an array is expected). Checked before an evaluation is spent."""
+    used = {n.id for n in ast.walk(new) if isinstance(n, ast.Name)}
+    if not used and any(isinstance(n, ast.Name) for n in ast.walk(old)):
+        return f"{fn.name} would return a constant, which ignores its inputs; use a name in the expression"
+    if fn.returns is not None:
+        kind = ast.unparse(fn.returns)
+        args = (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)
+        same = [a.arg for a in args if a.annotation is not None and ast.unparse(a.annotation) == kind]
+        if same and not used & set(same):
+            return f"{fn.name} returns {kind}: the expression must use {' or '.join(same)} (of that type)"
     return None
 
 
