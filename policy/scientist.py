@@ -20,6 +20,9 @@ from policy.structured import salvage_items
 
 HYPOTHESIS_CHARS = 120
 """Cap on a hypothesis: one concrete change fits; longer ones were prose the executor could not follow."""
+HYPOTHESIS_PATTERN = rf'^[A-Za-z][^{{}}"\\\n]{{7,{HYPOTHESIS_CHARS - 1}}}$'
+"""A hypothesis starts with a letter and holds no braces, quotes or backslashes: unconstrained, the 135M
+default wrote JSON fragments and list numbers as hypotheses ("1.3159651595}, {", "3. effect of...")."""
 SYSTEM = "You are a research scientist running experiments on a program. Answer with JSON only."
 
 
@@ -63,6 +66,10 @@ class Proposal(BaseModel):
     json_schema: dict | None = None
 
 
+def _hypothesis():
+    return Field(min_length=8, max_length=HYPOTHESIS_CHARS, pattern=HYPOTHESIS_PATTERN)
+
+
 def _ids(ids: list[int]):
     return Literal[tuple(ids)] if ids else int  # type: ignore[valid-type]
 
@@ -73,7 +80,7 @@ def candidate_schema(parent_ids: list[int]) -> type[BaseModel]:
         "Action",
         __config__=ConfigDict(extra="forbid"),
         parent=(_ids(parent_ids), ...),
-        hypothesis=(str, Field(min_length=8, max_length=HYPOTHESIS_CHARS)),
+        hypothesis=(str, _hypothesis()),
         axis=(str, Field(min_length=2, max_length=30)),
     )
 
@@ -84,7 +91,7 @@ def candidate_item(parent_ids: list[int], observation_ids: list[int] | None = No
     costs tokens, and K=5 candidates with a rationale ran past 320 tokens in 3 of 3 proposals."""
     fields: dict = {
         "parent": (_ids(parent_ids), ...),
-        "hypothesis": (str, Field(min_length=8, max_length=HYPOTHESIS_CHARS)),
+        "hypothesis": (str, _hypothesis()),
         "axis": (str, Field(min_length=2, max_length=30)),
         "region": (str, Field(min_length=2, max_length=30)),
         "probability": (float, Field(ge=0, le=1)),
@@ -107,11 +114,10 @@ def proposal_schema(
 
 def canonical_action(c: dict) -> str:
     """The single-action text that training scores, written exactly as the grammar emits it (same key
-    order, `", "` and `": "` separators, no ASCII escaping), so its masked log-prob is finite."""
-    action = candidate_schema([int(c["parent"])])(
-        parent=c["parent"], hypothesis=c["hypothesis"], axis=c["axis"]
-    )
-    return json.dumps(action.model_dump(), separators=(", ", ": "), ensure_ascii=False)
+    order, `", "` and `": "` separators, no ASCII escaping), so its masked log-prob is finite. Not
+    validated: an action stored under an older schema still gets its text (and is then off-grammar)."""
+    action = {"parent": int(c["parent"]), "hypothesis": str(c["hypothesis"]), "axis": str(c["axis"])}
+    return json.dumps(action, separators=(", ", ": "), ensure_ascii=False)
 
 
 class Scientist:
