@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import math
 import random
 import re
 import textwrap
@@ -194,12 +193,14 @@ def edit_schema(
     window: tuple[int, int] | None = None,
     max_anchors: int = 40,
     only: set[str] | None = None,
+    menu: bool = False,
 ) -> type[BaseModel]:
     """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
     value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
     within `window`, file names of `files`; `only` keeps just those constants and functions. Ops without a
-    target are dropped. One branch gives its own model; several give `{"action": <anyOf branches>}`, a root
-    object as every structured backend accepts. Raises EditError when no allowed op has a target."""
+    target are dropped. With `menu`, each numeric constant has its own branch whose value is an entry of
+    its `value_menu`. One branch gives its own model; several give `{"action": <anyOf branches>}`, a
+    root object as every structured backend accepts. Raises EditError when no allowed op has a target."""
     if set(ops) - set(OPS):
         raise ValueError(f"unknown edit ops {sorted(set(ops) - set(OPS))}; known: {list(OPS)}")
     names = list(files)
@@ -220,7 +221,16 @@ def edit_schema(
 
     for kind, group in groups.items() if "set_constant" in ops else ():
         value = (str, Field(min_length=1, max_length=VALUE_CHARS)) if kind is str else (kind, ...)
-        if group:
+        if group and menu and kind is not str:
+            sources = {k: v for t in targets for k, v in t.constants.items()}
+            for name in group:
+                add(
+                    SetConstant,
+                    "_" + name,
+                    name=(_enum([name]), ...),
+                    value=(_enum(value_menu(_number(sources[name]))), ...),
+                )
+        elif group:
             add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
     for path, text in files.items() if "set_return" in ops else ():
         tree = _parse(text) if path.endswith(".py") else None
@@ -392,16 +402,31 @@ def _code(tree: ast.Module) -> str:
     return ast.dump(tree)
 
 
-def _perturb(value: int | float, rng: random.Random) -> int | float:
-    """Multiply by a log-uniform factor in [1/2, 2]; ints stay ints (>= 1 where positive); always moves."""
-    factor = math.exp(rng.uniform(-math.log(2), math.log(2)))
-    if isinstance(value, int):
-        new = max(round(value * factor), 1) if value > 0 else round(value * factor)
-        return new if new != value else value + (1 if value < 2 else rng.choice([-1, 1]))
+MENU_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
+"""A numeric constant's new value is its value times one of these (`value_menu`)."""
+
+
+def value_menu(value: int | float) -> list[int | float]:
+    """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
+    >= 1 where positive, and moved by at least one), or small magnitudes of both signs for a zero; every
+    entry differs from `value`. The executor's grammar offers exactly these (`edit_schema(menu=True)`),
+    and the random-mutation baseline draws from them, so both act over the same values."""
+    out: list[int | float]
     if value == 0:
-        return rng.choice([-1.0, 1.0]) * 10.0 ** rng.randint(-3, -1)
-    new = float(f"{value * factor:.4g}")
-    return new if new != value else float(f"{value * 1.25:.4g}")
+        out = (
+            [-2, -1, 1, 2] if isinstance(value, int) else [s * 10.0**e for e in (-3, -2, -1) for s in (1, -1)]
+        )
+    elif isinstance(value, int):
+        out = [max(round(value * f), 1) if value > 0 else round(value * f) for f in MENU_FACTORS]
+        out += [value - 1, value + 1] if value > 1 or value < 0 else [value + 1]
+    else:
+        out = [float(f"{value * f:.4g}") for f in MENU_FACTORS]
+    return sorted({v for v in out if v != value})
+
+
+def _perturb(value: int | float, rng: random.Random) -> int | float:
+    """A random entry of the value's menu: ints stay ints; always moves."""
+    return rng.choice(value_menu(value))
 
 
 def _numbers(text: str, tree: ast.Module) -> list[ast.Constant]:

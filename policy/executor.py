@@ -81,6 +81,12 @@ class ExecutorConfig(BaseModel):
     """For this many first actions, when the hypothesis names constants or functions of the file, only
     those are offered (set_constant / replace_function): a small model then cannot wander off to another
     target. Later actions offer everything."""
+    value_menu: bool = True
+    """A numeric constant's new value is chosen from a menu around its current one (x1/4, x1/2, x0.8,
+    x1.25, x2, x4; `policy.edits.value_menu`), the values the random-mutation baseline draws from. The
+    135M default, free to write any number, copied numbers from its prompt (a score shown as 1.1498 became
+    MARGIN = 1.14, a negative radius): 6 of its 7 values in one circle-packing run made the program
+    invalid. Turn it off for a model that can choose values itself."""
     max_anchors: int = Field(40, ge=2)
     """At most this many line anchors in the replace_lines enum (non-blank lines of the shown window)."""
     feedback_chars: int = Field(400, ge=50)
@@ -306,16 +312,16 @@ class Executor:
             )
             for allowed in (named, ops & {"set_constant", "set_return", "replace_function"}):
                 try:
-                    return edit_schema(work, allowed, focus, span, only=only)
+                    return edit_schema(work, allowed, focus, span, only=only, menu=cfg.value_menu)
                 except EditError:
                     pass  # the named targets cannot be edited by these ops
         elif constants_only and cfg.constants_first and ops & SIMPLE_OPS:
             try:
-                return edit_schema(work, ops & SIMPLE_OPS, focus, span)
+                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menu=cfg.value_menu)
             except EditError:
                 pass  # no constants and no one-line returns in this program
         try:
-            return edit_schema(work, ops, focus, span, cfg.max_anchors)
+            return edit_schema(work, ops, focus, span, cfg.max_anchors, menu=cfg.value_menu)
         except EditError:
             return edit_schema(work, {"write_file"}, focus=focus)
 

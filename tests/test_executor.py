@@ -88,7 +88,7 @@ class Recorder:
 def _run(answers: list, config: ExecutorConfig | None = None, files=None, hypothesis: str = "Double RADIUS."):
     backend, validate = ScriptedBackend(answers), Recorder()
     files = files if files is not None else {"solution.py": PROGRAM}
-    result = Executor(backend, config or ExecutorConfig(constants_first=False)).run(
+    result = Executor(backend, config or ExecutorConfig(constants_first=False, value_menu=False)).run(
         hypothesis, files, ["solution.py"], validate
     )
     return result, backend, validate
@@ -108,7 +108,7 @@ def test_stops_at_the_first_valid_validation():
 @pytest.mark.parametrize("revert", [True, False])
 def test_validate_receives_the_edited_files_and_a_failed_edit_is_reverted(revert):
     answers = [set_constant("COUNT", 6), set_constant("RADIUS", 0.4)]
-    cfg = ExecutorConfig(constants_first=False, revert_failed=revert)
+    cfg = ExecutorConfig(constants_first=False, revert_failed=revert, value_menu=False)
     result, _, validate = _run(answers, cfg, hypothesis="Change the constants.")
     assert [f["solution.py"].splitlines()[:2] for f in validate.seen] == [
         ["RADIUS = 0.1", "COUNT = 6"],
@@ -144,7 +144,7 @@ def test_an_unparsable_answer_is_shown_back():
 
 def test_respects_max_actions_and_says_why_there_is_no_result():
     answers = [set_constant("RADIUS", v) for v in (0.11, 0.12, 0.13, 0.14)]
-    result, backend, _ = _run(answers, ExecutorConfig(max_actions=3, max_evals=5))
+    result, backend, _ = _run(answers, ExecutorConfig(max_actions=3, max_evals=5, value_menu=False))
     assert result.actions == 3 and len(backend.calls) == 3
     assert not result.result.valid and "no valid result after 3 actions" in result.reason
     assert "radius too small" in result.reason
@@ -153,7 +153,7 @@ def test_respects_max_actions_and_says_why_there_is_no_result():
 
 def test_failed_evaluations_stop_at_max_evals():
     answers = [set_constant("RADIUS", v) for v in (0.11, 0.12, 0.13, 0.14)]
-    result, backend, validate = _run(answers, ExecutorConfig(max_actions=6, max_evals=2))
+    result, backend, validate = _run(answers, ExecutorConfig(max_actions=6, max_evals=2, value_menu=False))
     assert len(validate.seen) == 2 and result.actions == 2 and not result.result.valid
     assert "RADIUS = 0.12" in result.files["solution.py"]  # the node keeps the last program that ran
 
@@ -167,7 +167,7 @@ def test_a_program_evaluated_before_is_rejected_without_an_evaluation():
         return earlier.get(files["solution.py"])
 
     earlier[PROGRAM.replace("RADIUS = 0.1", "RADIUS = 0.3")] = "node 4: score 0.3"
-    result = Executor(backend, ExecutorConfig(max_actions=3, max_evals=3)).run(
+    result = Executor(backend, ExecutorConfig(max_actions=3, max_evals=3, value_menu=False)).run(
         "Double RADIUS.", {"solution.py": PROGRAM}, ["solution.py"], validate, known=known, tried="- x"
     )
     # 0.15 fails; 0.15 again is the same program (this run's own record); 0.3 is node 4's program
@@ -179,7 +179,7 @@ def test_a_program_evaluated_before_is_rejected_without_an_evaluation():
 
 def test_nothing_applied_leaves_the_input_and_no_result():
     answers = [set_constant("RADIUS", 0.1)] * 2  # no change: rejected
-    result, _, validate = _run(answers, ExecutorConfig(max_actions=2))
+    result, _, validate = _run(answers, ExecutorConfig(max_actions=2, value_menu=False))
     assert result.result is None and validate.seen == [] and result.files == {"solution.py": PROGRAM}
     assert "no change" in result.reason and result.applied == 0
 
@@ -197,7 +197,7 @@ def test_transcript_and_usage_are_recorded():
 
 def test_targets_the_hypothesis_names_are_offered_first_then_everything():
     answers = [set_constant("COUNT", 6), set_constant("COUNT", 7), set_constant("RADIUS", 0.3)]
-    result, backend, validate = _run(answers, ExecutorConfig(narrow_actions=1))
+    result, backend, validate = _run(answers, ExecutorConfig(narrow_actions=1, value_menu=False))
     first, second = (call["schema"].model_json_schema() for call in backend.calls[:2])
     assert "COUNT" not in json.dumps(first) and "score" not in json.dumps(first)
     assert "COUNT" in json.dumps(second) and "replace_lines" in json.dumps(second)
@@ -231,7 +231,7 @@ def test_read_file_switches_the_shown_file_in_multi_file_tasks():
     files = {"solution.py": PROGRAM, "helpers.py": "SCALE = 2\n"}
     answers = [{"op": "read_file", "file": "helpers.py"}, set_constant("RADIUS", 0.2)]
     backend = ScriptedBackend(answers)
-    result = Executor(backend, ExecutorConfig(constants_first=False)).run(
+    result = Executor(backend, ExecutorConfig(constants_first=False, value_menu=False)).run(
         "Try a change.", files, ["solution.py", "helpers.py"], Recorder()
     )
     assert "File solution.py" in _user(backend.calls[0]) and "File helpers.py" in _user(backend.calls[1])
@@ -287,9 +287,20 @@ def test_embedded_model_produces_an_applied_edit(embedded_backend):
 
 def test_constants_come_first_when_the_hypothesis_names_nothing():
     backend = ScriptedBackend([set_constant("RADIUS", 0.3)])
-    result = Executor(backend, ExecutorConfig()).run(
+    result = Executor(backend, ExecutorConfig(value_menu=False)).run(
         "Make it better.", {"solution.py": PROGRAM}, ["solution.py"], Recorder()
     )
     schema = backend.calls[0]["schema"].model_json_schema()
     assert "replace_function" not in json.dumps(schema) and "set_constant" in json.dumps(schema)
     assert result.result is not None and result.result.valid
+
+
+def test_value_menu_offers_numbers_around_the_current_value_only():
+    backend = ScriptedBackend([set_constant("RADIUS", 0.3), set_constant("RADIUS", 0.4)])
+    result = Executor(backend, ExecutorConfig(max_actions=2)).run(
+        "Double RADIUS.", {"solution.py": PROGRAM}, ["solution.py"], Recorder()
+    )
+    schema = json.dumps(backend.calls[0]["schema"].model_json_schema())
+    assert "[0.025, 0.05, 0.08, 0.125, 0.2, 0.4]" in schema  # RADIUS = 0.1 times 1/4 ... 4
+    assert result.transcript[0]["error"].startswith("the answer was not a valid action")  # 0.3: off the menu
+    assert result.result.valid and "RADIUS = 0.4\n" in result.files["solution.py"]
