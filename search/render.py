@@ -129,22 +129,34 @@ def edit_text(action: dict) -> str | None:
     return None
 
 
+def _versus(score: float | None, before: float | None, valid: bool) -> str:
+    if not valid:
+        return "failed"
+    if score is None or before is None:
+        return "ran"
+    return "better" if score > before else "worse" if score < before else "no change"
+
+
 def tried_edits(
     state: SearchState, names: set[str], normalise: Callable[[float | None], float | None], limit: int = 6
 ) -> str:
     """The evaluated one-line edits of the search (about `names` when given), the best-scoring half first
-    and then the latest, as `- NAME = value on node P: score` lines: the executor's evidence of which
-    values helped. One pass over the nodes' transcripts; at most `limit` lines."""
+    and then the latest, as `- NAME = value on node P: better` lines (better, worse or no change than
+    node P, or failed): the executor's evidence of which changes helped. Words, not scores: the 135M
+    default copied a score shown beside an edit into its next value. One pass over the nodes'
+    transcripts; at most `limit` lines."""
     rows: list[tuple[float, int, str]] = []
     for n in state.nodes.values():
+        parent = state.nodes.get(n.parent) if n.parent is not None else None
         for t in n.transcript:
             text = edit_text(t["action"]) if "valid" in t and t.get("action") else None
-            if text is None or (names and text.split(" ", 1)[0] not in names):
+            if text is None or parent is None or (names and text.split(" ", 1)[0] not in names):
                 continue
             score = normalise(t.get("score")) if t["valid"] else None
-            outcome = _fmt(t.get("score")) if t["valid"] else "failed"
             rank = score if score is not None else float("-inf")
-            rows.append((rank, n.id, f"- {text} on node {n.parent}: {outcome}"))
+            rows.append(
+                (rank, n.id, f"- {text} on node {parent.id}: {_versus(score, parent.score, t['valid'])}")
+            )
     best = heapq.nlargest(limit // 2, rows, key=lambda r: (r[0], r[1]))
     seen = {r[2] for r in best}
     latest = [r for r in heapq.nlargest(limit, rows, key=lambda r: r[1]) if r[2] not in seen]

@@ -29,27 +29,30 @@ def test_seedless_root_is_the_only_parent_before_any_draft():
 
 def _edited(nid: int, parent: int, action: dict, valid: bool, score: float | None) -> Node:
     entry = {"action": action, "applied": True, "valid": valid, "score": score}
-    return Node(id=nid, parent=parent, status="valid" if valid else "invalid", transcript=[entry], files={})
+    status = "valid" if valid else "invalid"
+    return Node(id=nid, parent=parent, status=status, transcript=[entry], files={}, raw_score=score, score=score)
 
 
-def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets():
+def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets_in_words():
     from search.render import tried_edits
 
     m = lambda v: {"op": "set_constant", "name": "MARGIN", "value": v}  # noqa: E731
+    seed = Node(id=1, parent=None, status="seed", files={}, raw_score=1.0, score=1.0)
     nodes = [
+        seed,
         _edited(2, 1, m("0.02"), True, 1.15),
         _edited(3, 1, m("1.0"), True, 0.0),
         _edited(4, 2, {"op": "set_return", "function": "pack", "expression": "x"}, False, None),
-        _edited(5, 2, m("0.05"), True, 1.5),
+        _edited(5, 2, m("0.05"), True, 1.15),
         _edited(6, 2, {"op": "set_constant", "name": "RING", "value": "3"}, True, 1.7),
     ]
     state = SearchState(nodes={n.id: n for n in nodes})
     text = tried_edits(state, {"MARGIN"}, lambda s: s, limit=4)
     assert text.splitlines() == [
-        "- MARGIN = 0.05 on node 2: 1.5",
-        "- MARGIN = 0.02 on node 1: 1.15",
-        "- MARGIN = 1.0 on node 1: 0",
+        "- MARGIN = 0.05 on node 2: no change",
+        "- MARGIN = 0.02 on node 1: better",
+        "- MARGIN = 1.0 on node 1: worse",
     ]
-    everything = tried_edits(state, set(), lambda s: None if s is None else -s).splitlines()
-    assert everything[0] == "- MARGIN = 1.0 on node 1: 0"  # lower is better here
-    assert "- pack returns x on node 2: failed" in everything
+    assert "1.15" not in text  # no score to copy
+    everything = tried_edits(state, set(), lambda s: s).splitlines()
+    assert everything[0] == "- RING = 3 on node 2: better" and "- pack returns x on node 2: failed" in everything
