@@ -30,7 +30,9 @@ def test_seedless_root_is_the_only_parent_before_any_draft():
 def _edited(nid: int, parent: int, action: dict, valid: bool, score: float | None) -> Node:
     entry = {"action": action, "applied": True, "valid": valid, "score": score}
     status = "valid" if valid else "invalid"
-    return Node(id=nid, parent=parent, status=status, transcript=[entry], files={}, raw_score=score, score=score)
+    return Node(
+        id=nid, parent=parent, status=status, transcript=[entry], files={}, raw_score=score, score=score
+    )
 
 
 def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets_in_words():
@@ -55,4 +57,6 @@ def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets_in_wo
     ]
     assert "1.15" not in text  # no score to copy
     everything = tried_edits(state, set(), lambda s: s).splitlines()
-    assert everything[0] == "- RING = 3 on node 2: better" and "- pack returns x on node 2: failed" in everything
+    assert (
+        everything[0] == "- RING = 3 on node 2: better" and "- pack returns x on node 2: failed" in everything
+    )
