@@ -16,6 +16,7 @@ import copy
 import random
 import re
 import textwrap
+from collections.abc import Callable
 from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -193,13 +194,14 @@ def edit_schema(
     window: tuple[int, int] | None = None,
     max_anchors: int = 40,
     only: set[str] | None = None,
-    menu: bool = False,
+    menus: dict[str, list[int | float]] | None = None,
 ) -> type[BaseModel]:
     """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
     value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
     within `window`, file names of `files`; `only` keeps just those constants and functions. Ops without a
-    target are dropped. With `menu`, each numeric constant has its own branch whose value is an entry of
-    its `value_menu`. One branch gives its own model; several give `{"action": <anyOf branches>}`, a
+    target are dropped. With `menus` (see `constant_menus`), each numeric constant has its own branch
+    whose value is an entry of its menu (no branch for an empty or missing menu). One branch gives its
+    own model; several give `{"action": <anyOf branches>}`, a
     root object as every structured backend accepts. Raises EditError when no allowed op has a target."""
     if set(ops) - set(OPS):
         raise ValueError(f"unknown edit ops {sorted(set(ops) - set(OPS))}; known: {list(OPS)}")
@@ -221,15 +223,9 @@ def edit_schema(
 
     for kind, group in groups.items() if "set_constant" in ops else ():
         value = (str, Field(min_length=1, max_length=VALUE_CHARS)) if kind is str else (kind, ...)
-        if group and menu and kind is not str:
-            sources = {k: v for t in targets for k, v in t.constants.items()}
-            for name in group:
-                add(
-                    SetConstant,
-                    "_" + name,
-                    name=(_enum([name]), ...),
-                    value=(_enum(value_menu(_number(sources[name]))), ...),
-                )
+        if group and menus is not None and kind is not str:
+            for name in (n for n in group if menus.get(n)):
+                add(SetConstant, "_" + name, name=(_enum([name]), ...), value=(_enum(menus[name]), ...))
         elif group:
             add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
     for path, text in files.items() if "set_return" in ops else ():
@@ -409,7 +405,7 @@ MENU_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
 def value_menu(value: int | float) -> list[int | float]:
     """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
     >= 1 where positive, and moved by at least one), or small magnitudes of both signs for a zero; every
-    entry differs from `value`. The executor's grammar offers exactly these (`edit_schema(menu=True)`),
+    entry differs from `value`. The executor's grammar offers these (`constant_menus`),
     and the random-mutation baseline draws from them, so both act over the same values."""
     out: list[int | float]
     if value == 0:
@@ -422,6 +418,24 @@ def value_menu(value: int | float) -> list[int | float]:
     else:
         out = [float(f"{value * f:.4g}") for f in MENU_FACTORS]
     return sorted({v for v in out if v != value})
+
+
+def constant_menus(
+    files: dict[str, str], keep: Callable[[dict[str, str]], bool] | None = None
+) -> dict[str, list[int | float]]:
+    """Each numeric constant's `value_menu`, less the values whose edited program `keep` refuses (one
+    already evaluated, say), for `edit_schema(menus=...)`."""
+    menus: dict[str, list[int | float]] = {}
+    for path, text in files.items():
+        for name, src in list_targets(text).constants.items() if path.endswith(".py") else ():
+            value = _number(src)
+            if value is None:
+                continue
+            menu = value_menu(value)
+            if keep is not None:
+                menu = [v for v in menu if keep(apply_edit(files, SetConstant(name=name, value=v)))]
+            menus[name] = menu
+    return menus
 
 
 def _perturb(value: int | float, rng: random.Random) -> int | float:

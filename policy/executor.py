@@ -23,7 +23,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from policy.base import Backend, Message, Sampling
-from policy.edits import EditError, Targets, apply_edit, edit_schema, list_targets, unwrap
+from policy.edits import EditError, Targets, apply_edit, constant_menus, edit_schema, list_targets, unwrap
 from tasks.base import EvalResult
 
 SYSTEM = (
@@ -256,8 +256,9 @@ class Executor:
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
+            menus = self._menus(work, current, known, seen) if cfg.value_menu else None
             schema = self._schema(
-                work, focus, span, seedless, named or None, constants_only=step < cfg.narrow_actions
+                work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus
             )
             ctx = {
                 "task_summary": task_summary,
@@ -291,6 +292,22 @@ class Executor:
             out.reason = f"no valid result after {out.actions} actions; last error: {last_error or 'none'}"
         return out
 
+    @staticmethod
+    def _menus(
+        work: dict[str, str],
+        current: dict[str, str],
+        known: Callable[[dict[str, str]], str | None] | None,
+        seen: dict[str, str],
+    ) -> dict[str, list]:
+        """Each numeric constant's value menu, less the values whose program already ran (here or in
+        the search): a small model otherwise repeats a rejected value until its actions run out."""
+
+        def fresh(edited: dict[str, str]) -> bool:
+            program = {**current, **edited}
+            return program_key(program) not in seen and not (known and known(program))
+
+        return constant_menus(work, fresh)
+
     def _schema(
         self,
         work: dict[str, str],
@@ -299,6 +316,7 @@ class Executor:
         seedless: bool,
         only: set[str] | None,
         constants_only: bool = False,
+        menus: dict[str, list] | None = None,
     ) -> type[BaseModel]:
         """This step's action schema: a draft for a seedless task; else the configured ops (plus read_file
         with several files), narrowed to `only` when given and any target is left, else whole-file writes.
@@ -312,16 +330,16 @@ class Executor:
             )
             for allowed in (named, ops & {"set_constant", "set_return", "replace_function"}):
                 try:
-                    return edit_schema(work, allowed, focus, span, only=only, menu=cfg.value_menu)
+                    return edit_schema(work, allowed, focus, span, only=only, menus=menus)
                 except EditError:
                     pass  # the named targets cannot be edited by these ops
         elif constants_only and cfg.constants_first and ops & SIMPLE_OPS:
             try:
-                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menu=cfg.value_menu)
+                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menus=menus)
             except EditError:
                 pass  # no constants and no one-line returns in this program
         try:
-            return edit_schema(work, ops, focus, span, cfg.max_anchors, menu=cfg.value_menu)
+            return edit_schema(work, ops, focus, span, cfg.max_anchors, menus=menus)
         except EditError:
             return edit_schema(work, {"write_file"}, focus=focus)
 

@@ -304,3 +304,16 @@ def test_value_menu_offers_numbers_around_the_current_value_only():
     assert "[0.025, 0.05, 0.08, 0.125, 0.2, 0.4]" in schema  # RADIUS = 0.1 times 1/4 ... 4
     assert result.transcript[0]["error"].startswith("the answer was not a valid action")  # 0.3: off the menu
     assert result.result.valid and "RADIUS = 0.4\n" in result.files["solution.py"]
+
+
+def test_values_whose_program_already_ran_leave_the_menu():
+    backend = ScriptedBackend([set_constant("RADIUS", 0.2)])
+    ran = PROGRAM.replace("RADIUS = 0.1", "RADIUS = 0.4")
+    Executor(backend, ExecutorConfig(max_actions=1)).run(
+        "Double RADIUS.",
+        {"solution.py": PROGRAM},
+        ["solution.py"],
+        Recorder(),
+        known=lambda files: "node 2: score 0.4" if files["solution.py"] == ran else None,
+    )
+    assert "[0.025, 0.05, 0.08, 0.125, 0.2]" in json.dumps(backend.calls[0]["schema"].model_json_schema())
