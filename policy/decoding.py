@@ -10,7 +10,9 @@ logits before sampling. This beat `num_return_sequences` and separate calls on C
 
 Every sampled token's log-probability is recorded under the temperature-1 distribution AFTER the grammar
 mask (before temperature and top-p): that is the policy GRPO optimises, and what `completion_logprobs`
-recomputes with gradients. `completion_logprobs` shares one prompt forward's KV cache across the N
+recomputes with gradients (training re-tokenizes the action text; it never reuses these). Text the
+grammar forces (JSON keys, separators) is not sampled token by token: with one row left, xgrammar's
+jump-forward tokens join the next forward pass. `completion_logprobs` shares one prompt forward's KV cache across the N
 completions too; gradients flow through the shared prompt keys and values.
 
 Deliberately not done: batching different prompts together (that needs padding and position handling;
@@ -134,11 +136,14 @@ def sample_group(
     matchers: list[xgr.GrammarMatcher] | None = None,
     bitmask: torch.Tensor | None = None,
     stop_hit: Callable[[list[int]], bool] | None = None,
+    jump_forward: bool = True,
 ) -> list[Sample]:
     """N completions of one prompt from a shared prefill (see the module docstring).
 
     With `matchers` (one per row, plus a bitmask of at least n rows) decoding is grammar-constrained
     and ends when the grammar terminates; `stop_hit(token_ids)` reports a stop string in a row's text.
+    With `jump_forward` and one row left, what the grammar forces next (keys, separators, the rest of
+    an enum value) is appended at once and run in the same forward as the sampled token.
     """
     model = hf_model(model)
     device = next(model.parameters()).device
@@ -165,8 +170,40 @@ def sample_group(
         if not expanded and len(active) > 1:
             cache.batch_repeat_interleave(len(active))
         expanded = True
-        logits = _forward(model, chosen[:, None], cache, logits_to_keep=1)[:, -1].float()
+        ids = chosen[:, None]
+        forced = []
+        if jump_forward and matchers is not None and len(active) == 1:
+            sample = samples[active[0]]
+            forced, masks = _forced(
+                matchers[active[0]], sampling.max_tokens - len(sample.token_ids) - 1, logits
+            )
+            ids = torch.cat([ids, torch.tensor([forced], dtype=ids.dtype, device=device)], dim=1)
+        out = _forward(model, ids, cache, logits_to_keep=ids.shape[1]).float()
+        if forced:
+            rows = out[0, :-1].clone()
+            xgr.apply_token_bitmask_inplace(rows, masks.to(rows.device))
+            lp = torch.log_softmax(rows, dim=-1).gather(1, ids[0, 1:, None]).squeeze(1)
+            sample.token_ids.extend(forced)
+            sample.logprobs.extend(lp.tolist())
+            if len(sample.token_ids) >= sampling.max_tokens:
+                break
+        logits = out[:, -1]
     return samples
+
+
+def _forced(matcher: xgr.GrammarMatcher, limit: int, logits: torch.Tensor) -> tuple[list[int], torch.Tensor]:
+    """The tokens the grammar forces next (at most `limit`), accepted by `matcher`, and the grammar's
+    mask before each: their log-probs are recorded under the mask like sampled ones (another
+    tokenization of the forced text may be allowed too, so a forced token's log-prob need not be 0)."""
+    tokens = matcher.find_jump_forward_tokens()[: max(limit, 0)]
+    masks = xgr.allocate_token_bitmask(max(len(tokens), 1), logits.shape[-1])
+    forced: list[int] = []
+    for token in tokens:
+        matcher.fill_next_token_bitmask(masks, len(forced))
+        if not matcher.accept_token(token):
+            break
+        forced.append(token)
+    return forced, masks[: len(forced)]
 
 
 def completion_logprobs(

@@ -67,7 +67,7 @@ class Proposal(BaseModel):
 
 
 def _hypothesis():
-    return Field(min_length=8, max_length=HYPOTHESIS_CHARS, pattern=HYPOTHESIS_PATTERN)
+    return Field(pattern=HYPOTHESIS_PATTERN)  # the pattern bounds the length (8 to HYPOTHESIS_CHARS)
 
 
 def _ids(ids: list[int]):

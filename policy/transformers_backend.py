@@ -95,6 +95,8 @@ class TransformersBackend:
         eos_ids = eos if isinstance(eos, list) else [eos]
         self.stop_ids = {int(t) for t in [*eos_ids, self.tokenizer.eos_token_id] if t is not None}
         self._grammars: GrammarCache | None = None
+        self.jump_forward = True
+        """Append the text a grammar forces without sampling it token by token (scripts/bench_backends.py)."""
 
     @property
     def model(self) -> Any:
@@ -194,7 +196,7 @@ class TransformersBackend:
 
         return sample_group(
             self._base, ids, n, sampling, stop_ids=self.stop_ids, generator=generator,
-            matchers=matchers, bitmask=bitmask, stop_hit=stop_hit,
+            matchers=matchers, bitmask=bitmask, stop_hit=stop_hit, jump_forward=self.jump_forward,
         )  # fmt: skip
 
     def _completion(

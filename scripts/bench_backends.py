@@ -5,7 +5,9 @@ Three comparisons, one run each (a benchmark of a shared laptop, not a statistic
   2. N samples of one long prompt: shared prefill (the backend) vs `num_return_sequences=N` vs N
      separate backend calls;
   3. grammar-constrained vs unconstrained sampling, with the time spent filling and applying the
-     grammar masks measured per generated token.
+     grammar masks measured per generated token;
+  4. one scientist proposal (K=3 candidates, the search's own schema) with and without jump-forward
+     decoding of the text the grammar forces (keys, separators, enum values).
 
 Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
        [--max-tokens 60] [--threads 1] [--json out.json]
@@ -27,6 +29,7 @@ from pydantic import BaseModel, Field  # noqa: E402
 
 from policy import decoding  # noqa: E402
 from policy.base import Sampling  # noqa: E402
+from policy.scientist import proposal_schema  # noqa: E402
 from policy.transformers_backend import TransformersBackend  # noqa: E402
 
 PARAGRAPH = (
@@ -137,6 +140,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "parsed": sum(c.ok for c in bound[0]),
         "mask_ms_per_token": 1000 * mask_s[0] / max(tokens_of(bound), 1),
     }
+    proposal = proposal_schema([1, 2, 3], 3)
+    once = Sampling(temperature=0.8, max_tokens=240, seed=2)
+    backend.generate(prompt, sampling=Sampling(max_tokens=1), schema=proposal)  # compile the grammar once
+    res["jump_forward"] = {}
+    for label, on in (("token by token", False), ("jump-forward", True)):
+        backend.jump_forward = on
+        out, seconds = timed(lambda: backend.generate(prompt, sampling=once, schema=proposal))
+        res["jump_forward"][label] = [tokens_of(out), seconds]
+    backend.jump_forward = True
     return res
 
 
@@ -144,7 +156,7 @@ def report(res: dict[str, Any]) -> None:
     print(
         f"prompt: {res['prompt_tokens']} tokens (prefill {res['prefill_s']:.2f} s), torch threads: {res['threads']}"
     )
-    for section in ("greedy", "n_samples", "constrained"):
+    for section in ("greedy", "n_samples", "constrained", "jump_forward"):
         print(f"\n[{section}]")
         for label, value in res[section].items():
             if isinstance(value, list):
@@ -158,6 +170,8 @@ def report(res: dict[str, Any]) -> None:
                 print(f"  {label:22s} {value:.3f}" if isinstance(value, float) else f"  {label:22s} {value}")
     (own_t, own_s), (bare_t, bare_s) = res["greedy"].values()
     print(f"\nbackend / model.generate tokens/s ratio (greedy): {(own_t / own_s) / (bare_t / bare_s):.2f}")
+    (_, slow_s), (_, fast_s) = res["jump_forward"].values()
+    print(f"proposal seconds, token by token / jump-forward: {slow_s / fast_s:.2f}")
 
 
 def main(argv: list[str] | None = None) -> None:

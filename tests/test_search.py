@@ -99,8 +99,12 @@ class RuleBackend:
             return ANALYSIS[purpose](self, schema)
         if purpose not in ("executor", ""):
             return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
-        value = round(self.rng.uniform(0, 5), 3)
-        if self.bad_edits > 0:
+        menu = json.dumps(schema.model_json_schema()).split('"const": "X"', 1)[-1].split('"enum": ', 1)
+        if len(menu) > 1 and "SetConstant_X" in json.dumps(schema.model_json_schema()):  # X's value menu
+            value = self.rng.choice(json.loads(menu[1][: menu[1].index("]") + 1]))
+        else:
+            value = round(self.rng.uniform(0, 5), 3)
+        if self.bad_edits > 0:  # needs executor.value_menu off: 1e308 is on no menu
             self.bad_edits, value = self.bad_edits - 1, 1e308
         action = {"name": "X", "op": "set_constant", "value": value}
         return {"action": action} if "action" in schema.model_fields else action
@@ -117,11 +121,13 @@ class RuleBackend:
                 Usage(backend="rules", model="rules", prompt_tokens=50, completion_tokens=10, purpose=purpose)
             )
         text = json.dumps(self.answer(schema, purpose))
+        try:
+            parsed, error = schema.model_validate_json(text), None
+        except ValueError as e:  # e.g. X's value menu is used up: a typed failure, as from a model
+            parsed, error = None, str(e).splitlines()[0]
         return [
             [
-                Completion(
-                    text=text, parsed=schema.model_validate_json(text), prompt_tokens=50, completion_tokens=10
-                )
+                Completion(text=text, parsed=parsed, error=error, prompt_tokens=50, completion_tokens=10)
                 for _ in range(n)
             ]
         ]
@@ -329,7 +335,7 @@ def test_greedy_debugs_a_failed_leaf_before_improving_the_best(tmp_path, rules):
         drafts=1,
         group=3,
         budget={"evals": 3},
-        executor={"max_actions": 1},
+        executor={"max_actions": 1, "value_menu": False},  # X = 1e308 is on no value menu
     )
     run_with_rules(cfg, tmp_path / "run")
     with Store.open(tmp_path / "run", create=False) as store:
