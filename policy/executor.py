@@ -64,6 +64,10 @@ class ExecutorConfig(BaseModel):
     """Cap on the tokens of a whole-file draft (write_file for a seedless task)."""
     temperature: float = Field(0.7, ge=0.0)
     """Sampling temperature of each action; 0 is greedy."""
+    repeat_heat: float = Field(0.4, ge=0.0)
+    """The temperature rises by this much for each time an action already rejected is answered again,
+    and the hypothesis is given up at the third such repeat. Measured on bin-packing with the 135M
+    default, 46 of 136 executor calls repeated an action already rejected for the same hypothesis."""
     ops: list[EditOp] = Field(
         ["set_constant", "set_return", "replace_function", "replace_lines"], min_length=1
     )
@@ -251,6 +255,8 @@ class Executor:
         cfg, out = self.config, ExecutorResult(files=dict(files))
         focus, last_error, current, evals = editable[0], "", dict(files), 0
         seen: dict[str, str] = {}  # programs evaluated during this run -> what they gave
+        rejected: set[str] = set()  # actions refused before an evaluation
+        repeats = 0
         for step in range(cfg.max_actions):
             work = {p: current.get(p, "") for p in editable}
             seedless = not any(t.strip() for t in work.values())
@@ -267,9 +273,17 @@ class Executor:
                 "last_error": last_error,
             }
             messages = self.prompt(hypothesis, work, focus, span, _ops_of(schema), named or None, **ctx)
-            entry, action = self._ask(messages, schema, seedless, out)
+            entry, action = self._ask(
+                messages, schema, seedless, out, cfg.temperature + repeats * cfg.repeat_heat
+            )
             entry["step"] = step
             out.transcript.append(entry)
+            said = action.model_dump_json() if action is not None else ""
+            if said in rejected:
+                repeats += 1
+                if repeats >= 3:
+                    last_error = f"{entry['op']} was answered again after its rejection; gave up"
+                    break
             if action is None:
                 last_error = entry["error"]
             elif action.op == "read_file":
@@ -277,6 +291,7 @@ class Executor:
             else:
                 last_error = self._apply(action, current, editable, validate, entry, out, known, seen)
                 if "valid" not in entry:
+                    rejected.add(said)
                     continue  # rejected before an evaluation
                 if entry["valid"]:
                     break
@@ -344,13 +359,16 @@ class Executor:
             return edit_schema(work, {"write_file"}, focus=focus)
 
     def _ask(
-        self, messages: list[Message], schema: type[BaseModel], draft: bool, out: ExecutorResult
+        self,
+        messages: list[Message],
+        schema: type[BaseModel],
+        draft: bool,
+        out: ExecutorResult,
+        temperature: float,
     ) -> tuple[dict[str, Any], BaseModel | None]:
         """One constrained model call; returns the transcript entry and the action (None on failure)."""
         cfg = self.config
-        sampling = Sampling(
-            temperature=cfg.temperature, max_tokens=cfg.draft_tokens if draft else cfg.max_tokens
-        )
+        sampling = Sampling(temperature=temperature, max_tokens=cfg.draft_tokens if draft else cfg.max_tokens)
         t0 = time.perf_counter()
         comp = self.backend.generate(
             [messages], n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose="executor"

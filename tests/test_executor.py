@@ -317,3 +317,14 @@ def test_values_whose_program_already_ran_leave_the_menu():
         known=lambda files: "node 2: score 0.4" if files["solution.py"] == ran else None,
     )
     assert "[0.025, 0.05, 0.08, 0.125, 0.2]" in json.dumps(backend.calls[0]["schema"].model_json_schema())
+
+
+def test_a_repeated_rejected_action_heats_sampling_and_the_third_repeat_gives_up():
+    same = set_constant("RADIUS", 0.1)  # no change: rejected every time
+    backend = ScriptedBackend([same] * 4)
+    result = Executor(backend, ExecutorConfig(max_actions=6, value_menu=False)).run(
+        "Double RADIUS.", {"solution.py": PROGRAM}, ["solution.py"], Recorder()
+    )
+    temperatures = [call["sampling"].temperature for call in backend.calls]
+    assert temperatures == pytest.approx([0.7, 0.7, 1.1, 1.5])
+    assert result.actions == 4 and "answered again after its rejection; gave up" in result.reason
