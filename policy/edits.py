@@ -404,7 +404,8 @@ MENU_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
 
 def value_menu(value: int | float) -> list[int | float]:
     """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
-    >= 1 where positive, and moved by at least one), or small magnitudes of both signs for a zero; every
+    >= 1 where positive, plus steps of one and two: DEGREE = 1 has 2, 3 and 4), or small magnitudes of
+    both signs for a zero; every
     entry differs from `value`. The executor's grammar offers these (`constant_menus`),
     and the random-mutation baseline draws from them, so both act over the same values."""
     out: list[int | float]
@@ -414,7 +415,8 @@ def value_menu(value: int | float) -> list[int | float]:
         )
     elif isinstance(value, int):
         out = [max(round(value * f), 1) if value > 0 else round(value * f) for f in MENU_FACTORS]
-        out += [value - 1, value + 1] if value > 1 or value < 0 else [value + 1]
+        steps = (-2, -1, 1, 2) if value > 2 or value < 0 else (1, 2)  # a positive int stays >= 1
+        out += [value + d for d in steps]
     else:
         out = [float(f"{value * f:.4g}") for f in MENU_FACTORS]
     return sorted({v for v in out if v != value})

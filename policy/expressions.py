@@ -31,8 +31,9 @@ _NOT_ARITHMETIC = (
 
 def returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Return | None:
     """The function's final statement when it is a one-line `return <expr>` whose value an expression of
-    the grammar could replace: not a tuple, container, string, comparison or conditional (`return
-    centers, radii` replaced by one number crashed its caller in every try of the 135M default)."""
+    the grammar could replace: not a tuple, container, string, comparison, conditional or a call that
+    builds an object (`return centers, radii` replaced by one number crashed its caller in every try of
+    the 135M default; so did `return make_pipeline(...)` replaced by `DEGREE`)."""
     last = fn.body[-1] if fn.body else None
     if not (isinstance(last, ast.Return) and last.value is not None and last.lineno == last.end_lineno):
         return None
@@ -41,7 +42,19 @@ def returns(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.Return | None:
         isinstance(value, ast.Constant) and isinstance(value.value, str)
     ):
         return None
+    if isinstance(value, ast.Call) and not _numeric_call(value):  # builds an object (a model, a pipeline)
+        return None
     return last
+
+
+def _numeric_call(call: ast.Call) -> bool:
+    """A call of numpy or math (`np.arange(...)`), whose result an arithmetic expression can replace."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id in ("np", "numpy", "math")
+    )
 
 
 def shape_error(fn: ast.FunctionDef | ast.AsyncFunctionDef, old: ast.expr, new: ast.expr) -> str | None:

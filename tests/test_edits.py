@@ -341,6 +341,11 @@ def test_set_return_keeps_the_shape_of_what_the_function_returns():
         apply_edit({"s.py": pair}, SetReturn(function="pack", expression="n"))
     with pytest.raises(EditError, match="no target"):  # so set_return is not offered for it
         edit_schema({"s.py": pair}, {"set_return"})
+    built = "DEGREE = 1\n\n\ndef build_model():\n    return make_pipeline(DEGREE)\n"
+    with pytest.raises(EditError, match="no target"):  # an object-building call is no arithmetic
+        edit_schema({"s.py": built}, {"set_return"})
+    arange = "import numpy as np\n\n\ndef f(bins):\n    return np.arange(len(bins))\n"
+    assert "set_return" in json.dumps(edit_schema({"s.py": arange}, {"set_return"}).model_json_schema())
 
 
 def test_an_edit_of_docstrings_or_comments_only_is_no_change():
@@ -360,7 +365,7 @@ def test_value_menus_move_every_value_and_keep_its_type():
     from policy.edits import value_menu
 
     assert value_menu(0.01) == [0.0025, 0.005, 0.008, 0.0125, 0.02, 0.04]
-    assert value_menu(8) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 4]
+    assert value_menu(8) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
     assert value_menu(0) == [-2, -1, 1, 2] and 0.0 not in value_menu(0.0)
     for v in (3, -3, 0.3, -0.7, 1e-5):
         menu = value_menu(v)
