@@ -10,10 +10,10 @@ logits before sampling. This beat `num_return_sequences` and separate calls on C
 
 Every sampled token's log-probability is recorded under the temperature-1 distribution AFTER the grammar
 mask (before temperature and top-p): that is the policy GRPO optimises, and what `completion_logprobs`
-recomputes with gradients (training re-tokenizes the action text; it never reuses these). Text the
-grammar forces (JSON keys, separators) is not sampled token by token: with one row left, xgrammar's
-jump-forward tokens join the next forward pass. `completion_logprobs` shares one prompt forward's KV cache across the N
-completions too; gradients flow through the shared prompt keys and values.
+recomputes with gradients (training re-tokenizes the action text; it never reuses these).
+`completion_logprobs` shares one prompt forward's KV cache across the N completions too; gradients flow
+through the shared prompt keys and values. Text the grammar forces (JSON keys, separators) is not
+sampled token by token: with one row left, xgrammar's jump-forward tokens join the next forward pass.
 
 Deliberately not done: batching different prompts together (that needs padding and position handling;
 on CPU it gains little, and vLLM is the fast path on GPUs), speculative decoding, repetition penalties.

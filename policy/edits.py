@@ -201,8 +201,8 @@ def edit_schema(
     within `window`, file names of `files`; `only` keeps just those constants and functions. Ops without a
     target are dropped. With `menus` (see `constant_menus`), each numeric constant has its own branch
     whose value is an entry of its menu (no branch for an empty or missing menu). One branch gives its
-    own model; several give `{"action": <anyOf branches>}`, a
-    root object as every structured backend accepts. Raises EditError when no allowed op has a target."""
+    own model; several give `{"action": <anyOf branches>}`, a root object as every structured backend
+    accepts. Raises EditError when no allowed op has a target."""
     if set(ops) - set(OPS):
         raise ValueError(f"unknown edit ops {sorted(set(ops) - set(OPS))}; known: {list(OPS)}")
     names = list(files)
@@ -405,9 +405,8 @@ MENU_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
 def value_menu(value: int | float) -> list[int | float]:
     """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
     >= 1 where positive, plus steps of one and two: DEGREE = 1 has 2, 3 and 4), or small magnitudes of
-    both signs for a zero; every
-    entry differs from `value`. The executor's grammar offers these (`constant_menus`),
-    and the random-mutation baseline draws from them, so both act over the same values."""
+    both signs for a zero; every entry differs from `value`. The executor's grammar offers these
+    (`constant_menus`), and the random-mutation baseline draws from them: both act over the same values."""
     out: list[int | float]
     if value == 0:
         out = (
