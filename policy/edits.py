@@ -422,10 +422,13 @@ def value_menu(value: int | float) -> list[int | float]:
 
 
 def constant_menus(
-    files: dict[str, str], keep: Callable[[dict[str, str]], bool] | None = None
+    files: dict[str, str],
+    keep: Callable[[dict[str, str]], bool] | None = None,
+    sides: dict[str, int] | None = None,
 ) -> dict[str, list[int | float]]:
     """Each numeric constant's `value_menu`, less the values whose edited program `keep` refuses (one
-    already evaluated, say), for `edit_schema(menus=...)`."""
+    already evaluated, say), for `edit_schema(menus=...)`. `sides` keeps, for the constants it names, only
+    the values above (+1) or below (-1) the current one."""
     menus: dict[str, list[int | float]] = {}
     for path, text in files.items():
         for name, src in list_targets(text).constants.items() if path.endswith(".py") else ():
@@ -433,6 +436,8 @@ def constant_menus(
             if value is None:
                 continue
             menu = value_menu(value)
+            if sides and name in sides:
+                menu = [v for v in menu if (v - value) * sides[name] > 0]
             if keep is not None:
                 menu = [v for v in menu if keep(apply_edit(files, SetConstant(name=name, value=v)))]
             menus[name] = menu

@@ -146,6 +146,18 @@ def window(text: str, hypothesis: str, budget: int) -> tuple[int, int]:
             return lo + 1, hi + 1
 
 
+DIRECTION = re.compile(r"\b(increase|decrease)\s+(\w+)", re.IGNORECASE)
+
+
+def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
+    """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
+    gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
+    m = DIRECTION.search(hypothesis)
+    if m is None or m.group(2) not in constant_menus(files):
+        return {}
+    return {m.group(2): 1 if m.group(1).lower() == "increase" else -1}
+
+
 def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
     """Constants and functions of `files` that the hypothesis names (whole words, any case)."""
     names = {n for p, t in files.items() if p.endswith(".py") for n in _names(list_targets(t))}
@@ -257,12 +269,19 @@ class Executor:
         seen: dict[str, str] = {}  # programs evaluated during this run -> what they gave
         rejected: set[str] = set()  # actions refused before an evaluation
         repeats = 0
+        sides = direction(hypothesis, {p: files.get(p, "") for p in editable})
         for step in range(cfg.max_actions):
             work = {p: current.get(p, "") for p in editable}
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
-            menus = self._menus(work, current, known, seen) if cfg.value_menu else None
+            menus = self._menus(work, current, known, seen, sides) if cfg.value_menu else None
+            if menus is not None and any(not menus.get(name) for name in sides):
+                way = "above" if max(sides.values()) > 0 else "below"
+                last_error = (
+                    f"every value {way} the current {', '.join(sides)} in its menu has been evaluated"
+                )
+                break
             schema = self._schema(
                 work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus
             )
@@ -313,15 +332,17 @@ class Executor:
         current: dict[str, str],
         known: Callable[[dict[str, str]], str | None] | None,
         seen: dict[str, str],
+        sides: dict[str, int] | None = None,
     ) -> dict[str, list]:
         """Each numeric constant's value menu, less the values whose program already ran (here or in
-        the search): a small model otherwise repeats a rejected value until its actions run out."""
+        the search): a small model otherwise repeats a rejected value until its actions run out. `sides`
+        (from a directed hypothesis) keeps only the values on the hypothesis's side of the current one."""
 
         def fresh(edited: dict[str, str]) -> bool:
             program = {**current, **edited}
             return program_key(program) not in seen and not (known and known(program))
 
-        return constant_menus(work, fresh)
+        return constant_menus(work, fresh, sides)
 
     def _schema(
         self,

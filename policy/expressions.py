@@ -98,7 +98,7 @@ def pattern(names: list[str], calls: list[str]) -> str:
     """The regular expression of an expression: factors joined by ` op `, a factor being an optionally
     negated name, number, call of a listed function on a name, or a parenthesised group of 2-3 terms."""
     name = "(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + ")"
-    num = r"[0-9]{1,3}(\.[0-9]{1,3})?"
+    num = r"[0-9]{1,3}(\.[0-9]{1,3}){0,1}"  # `{0,1}`, not `?`: see `policy.scientist.directed_pattern`
     atoms = [name, num] + ([f"({'|'.join(re.escape(c) for c in calls)})\\({name}\\)"] if calls else [])
     atom = "(" + "|".join(atoms) + ")"
     op = r" [-+*/] "

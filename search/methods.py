@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from policy.edits import EditError, apply_edit, list_targets, random_edit, return_functions
+from policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
 from policy.sampler import draw
 from policy.scientist import Scientist, canonical_action
 from search import dual
@@ -47,6 +47,16 @@ def example(s: Search) -> str | None:
         name, params = s.rng.choice(returns)
         return f"make {name} return a better expression of {', '.join(params)}"
     return None
+
+
+def targets(s: Search) -> tuple[list[str], list[str]] | None:
+    """What a directed hypothesis may name (`ScientistConfig.directed`): the best node's numeric constants
+    and the functions whose return the executor can set; None when there is neither."""
+    best = s.state.best()
+    files = {p: t for p, t in (best.files if best else {}).items() if p.endswith(".py")}
+    constants = list(constant_menus(files))
+    functions = [name for text in files.values() for name, _ in return_functions(text)]
+    return (constants, functions) if constants or functions else None
 
 
 def state_prompt(s: Search) -> tuple[str, list[int], list[int]]:
@@ -106,6 +116,7 @@ def propose(
         seed=s.cfg.seed * 1000 + s.round * 10 + attempt,
         example=example(s),
         observation_ids=obs or None,
+        targets=targets(s),
     )
     if not prop.candidates:
         s.store.log_event(

@@ -373,3 +373,41 @@ def test_value_menus_move_every_value_and_keep_its_type():
     rng = random.Random(0)
     edits = [random_edit({"s.py": "A = 0.01\n"}, rng) for _ in range(30)]
     assert {e.value for e in edits} <= set(value_menu(0.01))  # the baseline draws from the same menu
+
+
+def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_grammar():
+    """The pattern as the decoder enforces it: xgrammar's grammar, not only pydantic's check."""
+    xgr = pytest.importorskip("xgrammar")
+    from policy.scientist import candidate_item, directed_pattern
+
+    item = candidate_item([1], pattern=directed_pattern(["BATCH", "LR"], ["priority"]))
+    grammar = xgr.Grammar.from_json_schema(
+        json.dumps(item.model_json_schema()), any_whitespace=False, strict_mode=True
+    )
+    for hypothesis, ok in [
+        ("increase BATCH", True),
+        ("decrease LR to 0.001 for stabler steps", True),
+        ("rewrite priority as best fit", True),
+        ("increase BATCHES", False),  # xgrammar 0.2.9 took this with `(...)?` in the pattern
+        ("increase HIDDEN", False),  # not a target of the program
+        ("change BATCH to a better value", False),
+        ("increase BATCH " + "x" * 61, False),
+    ]:
+        answer = {"parent": 1, "hypothesis": hypothesis, "axis": "ab", "region": "ab", "probability": 0.5}
+        text = json.dumps(answer, separators=(", ", ": "))
+        assert xgr.testing._is_grammar_accept_string(grammar, text) is ok, hypothesis
+        assert (item.model_validate_json(text) is not None) if ok else True
+
+
+def test_number_pattern_of_set_return_keeps_its_decimal_point_under_the_grammar():
+    xgr = pytest.importorskip("xgrammar")
+    (model,) = _members(edit_schema({"s.py": "def f(a):\n    return a\n"}, {"set_return"}))["set_return"]
+    grammar = xgr.Grammar.from_json_schema(
+        json.dumps(model.model_json_schema()), any_whitespace=False, strict_mode=True
+    )
+
+    def accepts(expr: str) -> bool:
+        answer = {"function": "f", "op": "set_return", "expression": expr}  # the grammar's key order
+        return xgr.testing._is_grammar_accept_string(grammar, json.dumps(answer, separators=(", ", ": ")))
+
+    assert accepts("a * 2.5") and accepts("a * 25") and not accepts("a * 2555")

@@ -328,3 +328,28 @@ def test_a_repeated_rejected_action_heats_sampling_and_the_third_repeat_gives_up
     temperatures = [call["sampling"].temperature for call in backend.calls]
     assert temperatures == pytest.approx([0.7, 0.7, 1.1, 1.5])
     assert result.actions == 4 and "answered again after its rejection; gave up" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("verb", "menu"), [("increase", "[0.125, 0.2, 0.4]"), ("decrease", "[0.025, 0.05, 0.08]")]
+)
+def test_a_directed_hypothesis_moves_its_constant_only_that_way(verb, menu):
+    backend = ScriptedBackend([set_constant("RADIUS", 0.4 if verb == "increase" else 0.05)])
+    Executor(backend, ExecutorConfig(max_actions=1)).run(
+        f"{verb} RADIUS to pack tighter", {"solution.py": PROGRAM}, ["solution.py"], Recorder(0.0)
+    )
+    assert menu in json.dumps(backend.calls[0]["schema"].model_json_schema())
+
+
+def test_a_directed_hypothesis_with_no_value_left_that_way_ends_without_a_model_call():
+    backend = ScriptedBackend([])
+    ran = {PROGRAM.replace("RADIUS = 0.1", f"RADIUS = {v}") for v in (0.125, 0.2, 0.4)}
+    result = Executor(backend, ExecutorConfig()).run(
+        "increase RADIUS",
+        {"solution.py": PROGRAM},
+        ["solution.py"],
+        Recorder(),
+        known=lambda files: "an earlier node" if files["solution.py"] in ran else None,
+    )
+    assert backend.calls == [] and result.result is None
+    assert "every value above the current RADIUS in its menu has been evaluated" in result.reason

@@ -87,7 +87,7 @@ class RuleBackend:
             cands = [
                 {
                     "parent": self.rng.choice(parents),
-                    "hypothesis": f"move X towards three, step {i}",
+                    "hypothesis": f"{('increase', 'decrease')[i % 2]} X towards three, step {i}",
                     "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
                     "region": "constants",
                     "probability": 1.0 / (i + 1),
