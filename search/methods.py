@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
 from policy.sampler import draw
-from policy.scientist import Scientist, canonical_action
+from policy.scientist import Scientist, canonical_action, directed_target
 from search import dual
 from search.inspect import report
 from search.loop import Search
@@ -49,13 +49,34 @@ def example(s: Search) -> str | None:
     return None
 
 
+def cooling(s: Search) -> set[str]:
+    """Targets of directed hypotheses tested in the last `target_cooldown` rounds that did not raise the
+    best score of the rounds before (`ScientistConfig.target_cooldown`)."""
+    span = s.cfg.scientist.target_cooldown
+    if span == 0:
+        return set()
+    nodes = [n for n in s.state.nodes.values() if n.parent is not None and n.round >= s.round - span]
+    before = [n.score for n in s.state.nodes.values() if n.score is not None and n.round < s.round - span]
+    best = max(before, default=float("-inf"))
+    tested: dict[str, bool] = {}
+    for n in nodes:
+        if (target := directed_target(n.hypothesis)) is not None:
+            tested[target] = tested.get(target, False) or (n.score is not None and n.score > best)
+    return {t for t, raised in tested.items() if not raised}
+
+
 def targets(s: Search) -> tuple[list[str], list[str]] | None:
     """What a directed hypothesis may name (`ScientistConfig.directed`): the best node's numeric constants
-    and the functions whose return the executor can set; None when there is neither."""
+    and the functions whose return the executor can set, less the cooling ones while any other is left;
+    None when there is neither."""
     best = s.state.best()
     files = {p: t for p, t in (best.files if best else {}).items() if p.endswith(".py")}
     constants = list(constant_menus(files))
     functions = [name for text in files.values() for name, _ in return_functions(text)]
+    cold = cooling(s)
+    if [t for t in constants + functions if t not in cold]:
+        constants = [t for t in constants if t not in cold]
+        functions = [t for t in functions if t not in cold]
     return (constants, functions) if constants or functions else None
 
 

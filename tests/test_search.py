@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -84,10 +85,13 @@ class RuleBackend:
                 if "cites" in cand.model_fields
                 else None
             )
+            pattern = cand.model_json_schema()["properties"]["hypothesis"]["pattern"]
+            named = re.search(r"\(increase\|decrease\) \(([\w|]+)\)", pattern)
+            target = named.group(1).split("|")[-1] if named else "X"  # the last constant offered
             cands = [
                 {
                     "parent": self.rng.choice(parents),
-                    "hypothesis": f"{('increase', 'decrease')[i % 2]} X towards three, step {i}",
+                    "hypothesis": f"{('increase', 'decrease')[i % 2]} {target} towards three, step {i}",
                     "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
                     "region": "constants",
                     "probability": 1.0 / (i + 1),
@@ -99,14 +103,16 @@ class RuleBackend:
             return ANALYSIS[purpose](self, schema)
         if purpose not in ("executor", ""):
             return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
-        menu = json.dumps(schema.model_json_schema()).split('"const": "X"', 1)[-1].split('"enum": ', 1)
-        if len(menu) > 1 and "SetConstant_X" in json.dumps(schema.model_json_schema()):  # X's value menu
+        text = json.dumps(schema.model_json_schema())
+        name = m.group(1) if (m := re.search(r"SetConstant_(\w+)", text)) else "X"  # the first menu offered
+        menu = text.split(f'"const": "{name}"', 1)[-1].split('"enum": ', 1)
+        if len(menu) > 1 and m is not None:  # the constant's value menu
             value = self.rng.choice(json.loads(menu[1][: menu[1].index("]") + 1]))
         else:
             value = round(self.rng.uniform(0, 5), 3)
         if self.bad_edits > 0:  # needs executor.value_menu off: 1e308 is on no menu
             self.bad_edits, value = self.bad_edits - 1, 1e308
-        action = {"name": "X", "op": "set_constant", "value": value}
+        action = {"name": name, "op": "set_constant", "value": value}
         return {"action": action} if "action" in schema.model_fields else action
 
     @staticmethod
@@ -343,3 +349,14 @@ def test_greedy_debugs_a_failed_leaf_before_improving_the_best(tmp_path, rules):
     debug = [n for n in nodes.values() if n.hypothesis.startswith("Fix the failure")]
     assert len(debug) == 2 and all(nodes[n.parent].status == "invalid" for n in debug)
     assert debug[-1].status == "valid"
+
+
+def test_a_target_that_did_not_raise_the_best_cools_for_a_round(tmp_path, rules):
+    task = make_task(tmp_path / "task")
+    (task / "solution.py").write_text("X = 1.0\nY = 2.0  # unused\n\n\ndef value():\n    return X\n")
+    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 4}, scientist={"audits": 0, "inspect": 0})
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    nodes = sorted((n for n in state.nodes.values() if n.parent is not None), key=lambda n: n.id)
+    assert [(n.round, n.hypothesis.split()[1]) for n in nodes] == [(1, "Y"), (1, "Y"), (2, "X"), (2, "X")]  # Y moved nothing: round 2 may not name it
