@@ -359,4 +359,9 @@ def test_a_target_that_did_not_raise_the_best_cools_for_a_round(tmp_path, rules)
     with Store.open(tmp_path / "run", create=False) as store:
         state = store.load_state()
     nodes = sorted((n for n in state.nodes.values() if n.parent is not None), key=lambda n: n.id)
-    assert [(n.round, n.hypothesis.split()[1]) for n in nodes] == [(1, "Y"), (1, "Y"), (2, "X"), (2, "X")]  # Y moved nothing: round 2 may not name it
+    assert [(n.round, n.hypothesis.split()[1]) for n in nodes] == [
+        (1, "Y"),
+        (1, "Y"),
+        (2, "X"),
+        (2, "X"),
+    ]  # Y moved nothing: round 2 may not name it
