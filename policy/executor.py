@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from policy.base import Backend, Message, Sampling
 from policy.edits import EditError, Targets, apply_edit, constant_menus, edit_schema, list_targets, unwrap
+from policy.scientist import directed_target
 from tasks.base import EvalResult
 
 SYSTEM = (
@@ -146,16 +147,13 @@ def window(text: str, hypothesis: str, budget: int) -> tuple[int, int]:
             return lo + 1, hi + 1
 
 
-DIRECTION = re.compile(r"\b(increase|decrease)\s+(\w+)", re.IGNORECASE)
-
-
 def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
     """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
     gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
-    m = DIRECTION.search(hypothesis)
-    if m is None or m.group(2) not in constant_menus(files):
+    move = directed_target(hypothesis)
+    if move is None or move[0] == "rewrite" or move[1] not in constant_menus(files):
         return {}
-    return {m.group(2): 1 if m.group(1).lower() == "increase" else -1}
+    return {move[1]: 1 if move[0] == "increase" else -1}
 
 
 def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:

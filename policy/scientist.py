@@ -46,18 +46,21 @@ class ScientistConfig(BaseModel):
     temperature: float = Field(0.8, ge=0)
     max_tokens: int = Field(320, gt=0)
     """Cap on a proposal's tokens; audits and inspections use less."""
-    target_cooldown: int = Field(1, ge=0)
-    """With `directed`, a target whose experiments of the last round did not raise the best score is left
-    out of the next this-many proposals (unless no target would remain). Measured on circle packing with
-    the 135M default: all 8 experiments of a run moved MARGIN, though three other constants matter."""
+    parents: int = Field(1, ge=0)
+    """On an optimize task, the parents a proposal may name are the this-many best-scoring nodes (0: every
+    node the state shows). Measured in a char-lm benchmark run with the 135M default, 5 of 8 experiments
+    of rounds 2 and 4 started from the seed or a node worse than the best; and a directed hypothesis's
+    moves are those left at the best node (`ScientistConfig.directed`), so from another parent they may
+    all have run already. Raise it for a model that chooses parents well."""
     directed: bool = True
-    """A hypothesis starts with a direction and a target of the program, forced by the grammar:
-    `increase X` or `decrease X` for a numeric constant X, `rewrite f` for a function whose return the
-    executor can set (`directed_pattern`); the executor then moves X only that way. Measured in a char-lm
-    benchmark run with free hypotheses, the 135M default copied the prompt's example hypothesis into all 5
-    first-round candidates and wrote "next experiment" for all 6 of the next two rounds: the harness's
-    example, not the model, chose what to change. Turn it off for a model that writes concrete
-    hypotheses itself."""
+    """A hypothesis starts with a direction and a target of the best program, forced by the grammar:
+    `increase X` or `decrease X` for a numeric constant X (only the directions with a value not yet
+    evaluated), `rewrite f` for a function whose return the executor can set (`directed_pattern`); the
+    executor then moves X only that way. Each of the K candidates is given its own share of the targets
+    (`spread`), so a proposal spans them. Measured in a char-lm benchmark run with free hypotheses, the
+    135M default copied the prompt's example hypothesis into all 5 first-round candidates and wrote
+    "next experiment" for all 6 of the next two rounds; with one pattern for all candidates, it aimed all
+    K at the same target in 5 of 5 rounds. Turn it off for a model that writes concrete hypotheses."""
 
 
 class AuditNotes(BaseModel):
@@ -85,12 +88,20 @@ def _hypothesis(pattern: str | None = None):
     return Field(pattern=pattern or HYPOTHESIS_PATTERN)  # the pattern bounds the length
 
 
-def directed_pattern(constants: list[str], functions: list[str]) -> str | None:
-    """The hypothesis pattern of `ScientistConfig.directed`: a verb and one target, then at most
-    DIRECTED_TAIL characters of detail; None when the program has no such target. Targets are Python
+Moves = dict[str, tuple[str, ...]]
+"""Targets of directed hypotheses, most promising first: a name and the verbs it takes (`increase`,
+`decrease` for a numeric constant; `rewrite` for a function)."""
+
+
+def directed_pattern(moves: Moves) -> str | None:
+    """The hypothesis pattern of `ScientistConfig.directed`: one of the moves (a verb and its target),
+    then at most DIRECTED_TAIL characters of detail; None when there is no move. Targets are Python
     identifiers, so they need no escaping."""
-    forms = [f"(increase|decrease) ({'|'.join(constants)})"] if constants else []
-    forms += [f"rewrite ({'|'.join(functions)})"] if functions else []
+    forms = [
+        f"{verbs[0] if len(verbs) == 1 else '(' + '|'.join(verbs) + ')'} {name}"
+        for name, verbs in moves.items()
+        if verbs
+    ]
     if not forms:
         return None
     # `{0,1}`, not `?`: under a JSON schema, xgrammar 0.2.9 compiles `( [...]{3,60})?` so that the class
@@ -98,10 +109,28 @@ def directed_pattern(constants: list[str], functions: list[str]) -> str | None:
     return rf'^({"|".join(forms)})( [^{{}}"\\\n]{{3,{DIRECTED_TAIL}}}){{0,1}}$'
 
 
-def directed_target(hypothesis: str) -> str | None:
-    """The target a directed hypothesis names (`increase BATCH ...` gives BATCH), else None."""
-    m = re.match(r"(increase|decrease|rewrite) (\w+)", hypothesis)
-    return m.group(2) if m else None
+def spread(moves: Moves, k: int) -> list[Moves]:
+    """The moves shared out over K candidates: with at least K targets, candidate i gets targets i, i+K,
+    ... (so every target is offered and the first K lead); with fewer, candidate i gets target i mod T."""
+    names = list(moves)
+    if not names:
+        return []
+    groups = (
+        [names[i::k] for i in range(k)] if len(names) >= k else [[names[i % len(names)]] for i in range(k)]
+    )
+    return [{n: moves[n] for n in g} for g in groups]
+
+
+DIRECTED = re.compile(r"\b(increase|decrease|rewrite)\s+(\w+)", re.IGNORECASE)
+"""A directed hypothesis's verb and target, wherever they stand (an edited hypothesis may lead with
+other words)."""
+
+
+def directed_target(hypothesis: str) -> tuple[str, str] | None:
+    """The verb (lower case) and target a directed hypothesis names: `increase BATCH ...` gives
+    ("increase", "BATCH"); None when it names none."""
+    m = DIRECTED.search(hypothesis)
+    return (m.group(1).lower(), m.group(2)) if m else None
 
 
 def _ids(ids: list[int]):
@@ -139,9 +168,17 @@ def candidate_item(
 
 
 def proposal_schema(
-    parent_ids: list[int], k: int, observation_ids: list[int] | None = None, pattern: str | None = None
+    parent_ids: list[int],
+    k: int,
+    observation_ids: list[int] | None = None,
+    patterns: list[str | None] | None = None,
 ) -> type[BaseModel]:
-    cand = candidate_item(parent_ids, observation_ids, pattern)
+    """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
+    pattern i (a JSON-schema tuple, which xgrammar enforces position by position)."""
+    if patterns:
+        items = tuple(candidate_item(parent_ids, observation_ids, p) for p in patterns)
+        return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
+    cand = candidate_item(parent_ids, observation_ids)
     return create_model(
         "Proposal",
         __config__=ConfigDict(extra="forbid"),
@@ -206,23 +243,25 @@ class Scientist:
         seed: int | None = None,
         example: str | None = None,
         observation_ids: list[int] | None = None,
-        targets: tuple[list[str], list[str]] | None = None,
+        targets: Moves | None = None,
     ) -> Proposal:
         """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
         example's form, so it should name something that exists). With `observation_ids`, each candidate
-        may cite the observations (shown as `o<id>`) that motivated it. With `targets` (numeric constants,
-        functions whose return can be set) and `config.directed`, every hypothesis is a direction and one
-        of them (`directed_pattern`), and no example is shown. An answer cut off at max_tokens keeps its
-        complete candidates."""
+        may cite the observations (shown as `o<id>`) that motivated it. With `targets` (`Moves`) and
+        `config.directed`, every hypothesis is one of the moves, each candidate drawing on its own share
+        of them (`spread`, `directed_pattern`), and no example is shown. An answer cut off at max_tokens
+        keeps its complete candidates."""
         k = self.config.candidates
-        pattern = directed_pattern(*targets) if targets and self.config.directed else None
-        schema = proposal_schema(parent_ids, k, observation_ids, pattern)
+        shares = spread(targets, k) if targets and self.config.directed else []
+        patterns = [directed_pattern(m) for m in shares] or None
+        schema = proposal_schema(parent_ids, k, observation_ids, patterns)
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
-        if pattern and targets:
-            forms = ['"increase X" or "decrease X" for a constant X'] if targets[0] else []
-            forms += ['"rewrite f" for a function f'] if targets[1] else []
+        if patterns:
+            verbs = {v for vs in targets.values() for v in vs}
+            forms = ['"increase X" or "decrease X" for a constant X'] if verbs - {"rewrite"} else []
+            forms += ['"rewrite f" for a function f'] if "rewrite" in verbs else []
             change = f"{' or '.join(forms)}, then what to and why"
         else:
             change = f'one concrete change, naming what to change and to what (e.g. "{example or "replace the sort by a heap"}")'
@@ -236,12 +275,8 @@ class Scientist:
         if c.parsed is not None:
             raw = [cand.model_dump() for cand in c.parsed.candidates]
         else:
-            raw = [
-                x.model_dump()
-                for x in salvage_items(
-                    c.text, "candidates", schema.model_fields["candidates"].annotation.__args__[0]
-                )
-            ]
+            item = candidate_item(parent_ids, observation_ids)  # each was decoded under its own pattern
+            raw = [x.model_dump() for x in salvage_items(c.text, "candidates", item)]
         cands: list[dict] = []
         for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
             cand["stated_probability"], cand["probability"] = cand["probability"], p

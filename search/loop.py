@@ -34,6 +34,14 @@ EXECUTOR_PURPOSES = ("executor", "investigate", "answer")
 """Model calls made by the executor (program edits, or a diagnosis's investigation and answer)."""
 
 
+IDLE_ROUNDS = 3
+"""An optimize run ends after this many rounds in a row without an evaluation. Measured with the 135M
+default on friedman (one constant): once the values of DEGREE's menu had run, most of a run's 90 rounds
+proposed `increase DEGREE` / `decrease DEGREE` and were refused before an evaluation (an hour of wall
+time for 20 evaluations). Used-up menus now end a run by themselves (`search.methods.targets`); this
+catches the rest, such as a `rewrite f` whose every answer is a program already run."""
+
+
 class BudgetSpent(Exception):
     """Raised inside an experiment when the evaluation budget runs out mid-way."""
 
@@ -257,12 +265,19 @@ class Search:
         method = METHODS.get(self.cfg.method)
         if self.cfg.method != "mutate" and self.cfg.components.audit:
             self.audit()
-        reason = self.stop_reason()
+        reason, idle = self.stop_reason(), 0
         while reason is None:
             self.store.set_meta("round", self.round + 1)
             self.state.meta["round"] = self.round + 1
             self.store.log_event("round_start", round=self.round)
+            before = self.evals
             method(self)
+            idle = idle + 1 if self.evals == before and self.task.config.kind == "optimize" else 0
+            if idle >= IDLE_ROUNDS and self.halt is None:
+                self.halt = (
+                    f"{idle} rounds in a row spent no evaluation: their proposals or edits were unusable,"
+                    " or programs already run"
+                )
             if self.ttt is not None:
                 self.ttt.after_round(self)
             self.store.set_meta("wall_s", time.time() - self.t0)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
 from policy.sampler import draw
-from policy.scientist import Scientist, canonical_action, directed_target
+from policy.scientist import Moves, Scientist, canonical_action, directed_target
 from search import dual
 from search.inspect import report
 from search.loop import Search
@@ -49,35 +49,74 @@ def example(s: Search) -> str | None:
     return None
 
 
-def cooling(s: Search) -> set[str]:
-    """Targets of directed hypotheses tested in the last `target_cooldown` rounds that did not raise the
-    best score of the rounds before (`ScientistConfig.target_cooldown`)."""
-    span = s.cfg.scientist.target_cooldown
-    if span == 0:
-        return set()
-    nodes = [n for n in s.state.nodes.values() if n.parent is not None and n.round >= s.round - span]
-    before = [n.score for n in s.state.nodes.values() if n.score is not None and n.round < s.round - span]
-    best = max(before, default=float("-inf"))
-    tested: dict[str, bool] = {}
-    for n in nodes:
-        if (target := directed_target(n.hypothesis)) is not None:
-            tested[target] = tested.get(target, False) or (n.score is not None and n.score > best)
-    return {t for t, raised in tested.items() if not raised}
-
-
-def targets(s: Search) -> tuple[list[str], list[str]] | None:
-    """What a directed hypothesis may name (`ScientistConfig.directed`): the best node's numeric constants
-    and the functions whose return the executor can set, less the cooling ones while any other is left;
-    None when there is neither."""
+def targets(s: Search) -> Moves | None:
+    """What a directed hypothesis may name (`ScientistConfig.directed`), from the best node: each numeric
+    constant with the directions in which its value menu still holds a program not yet evaluated, and
+    each function whose return the executor can set. Most promising first: targets whose latest test
+    raised the best score, then untested ones, then the rest, least recently tested first. None when the
+    program has constants but every value of every menu has run (nothing is left to try)."""
     best = s.state.best()
-    files = {p: t for p, t in (best.files if best else {}).items() if p.endswith(".py")}
-    constants = list(constant_menus(files))
-    functions = [name for text in files.values() for name, _ in return_functions(text)]
-    cold = cooling(s)
-    if [t for t in constants + functions if t not in cold]:
-        constants = [t for t in constants if t not in cold]
-        functions = [t for t in functions if t not in cold]
-    return (constants, functions) if constants or functions else None
+    if best is None:
+        return {}
+    files = {p: t for p, t in best.files.items() if p.endswith(".py")}
+    known = s.known_programs()
+
+    def fresh(edited: dict[str, str]) -> bool:
+        return not known({**best.files, **edited})
+
+    names = list(constant_menus(files))
+    up = constant_menus(files, fresh, dict.fromkeys(names, 1))
+    down = constant_menus(files, fresh, dict.fromkeys(names, -1))
+    moves: Moves = {}
+    for name in names:
+        verbs = (("increase",) if up[name] else ()) + (("decrease",) if down[name] else ())
+        if verbs:
+            moves[name] = verbs
+    for text in files.values():
+        moves.update((name, ("rewrite",)) for name, _ in return_functions(text))
+    if names and not moves:
+        return None
+    return by_promise(moves, list(s.state.nodes.values()))
+
+
+def by_promise(moves: Moves, nodes: list[Node]) -> Moves:
+    """`moves` reordered, most promising first: targets whose latest round of directed tests raised the
+    best score of the rounds before, then untested ones, then the rest, least recently tested first
+    (program order breaks ties)."""
+    top: dict[int, float] = {}  # round -> its best score
+    for n in nodes:
+        if n.score is not None:
+            top[n.round] = max(top.get(n.round, n.score), n.score)
+    best_before: dict[int, float] = {}  # round -> the best score of the rounds before it
+    running = float("-inf")
+    for r in sorted({n.round for n in nodes}):
+        best_before[r], running = running, max(running, top.get(r, running))
+    last: dict[
+        str, tuple[int, bool]
+    ] = {}  # target -> (its latest round of tests, whether one raised the best)
+    for n in sorted(nodes, key=lambda n: n.round):
+        if n.parent is None or (move := directed_target(n.hypothesis)) is None:
+            continue
+        raised = n.score is not None and n.score > best_before[n.round]
+        r, before = last.get(move[1], (-1, False))
+        last[move[1]] = (n.round, raised or (before and r == n.round))
+    order = list(moves)
+
+    def rank(name: str) -> tuple[int, int, int]:
+        r, raised = last.get(name, (-1, False))
+        return (0 if raised else 1 if r < 0 else 2, r, order.index(name))
+
+    return {name: moves[name] for name in sorted(moves, key=rank)}
+
+
+def parent_ids(s: Search, shown: list[int]) -> list[int]:
+    """The parents a proposal may name: on an optimize task the `scientist.parents` best-scoring nodes,
+    best first; else (or with 0) every node the state shows."""
+    k = s.cfg.scientist.parents
+    if k == 0 or s.task.config.kind != "optimize":
+        return shown
+    ranked = sorted((n for n in s.state.valid_nodes() if n.score is not None), key=lambda n: (-n.score, n.id))
+    return [n.id for n in ranked[:k]] or shown
 
 
 def state_prompt(s: Search) -> tuple[str, list[int], list[int]]:
@@ -119,8 +158,15 @@ def inspect_nodes(s: Search, state: str, ids: list[int]) -> str:
 def propose(
     s: Search, parents: list[int] | None = None, k: int | None = None, attempt: int = 0
 ) -> tuple[list[dict], object, str]:
+    moves = targets(s) if s.cfg.scientist.directed else {}
+    if moves is None:  # measured on friedman: 70 rounds of refused DEGREE moves, an hour, no evaluation
+        s.halt = (
+            "every value on the menus of the best program's constants has been evaluated: nothing is left"
+            " to try (`--set scientist.directed=false` lets the scientist write free hypotheses)"
+        )
+        return [], None, ""
     state, shown, obs = state_prompt(s)
-    allowed = parents or shown
+    allowed = parents or parent_ids(s, shown)
     extra = ""
     if s.cfg.method == "arts" and s.cfg.scientist.inspect and attempt == 0:
         extra = inspect_nodes(s, state, allowed)
@@ -135,9 +181,9 @@ def propose(
         allowed,
         tail=tail,
         seed=s.cfg.seed * 1000 + s.round * 10 + attempt,
-        example=example(s),
+        example=None if moves else example(s),
         observation_ids=obs or None,
-        targets=targets(s),
+        targets=moves or None,
     )
     if not prop.candidates:
         s.store.log_event(

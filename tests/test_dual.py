@@ -75,7 +75,8 @@ def test_failures_are_attributed_and_routed_with_their_inputs(tmp_path, rules):
 
 def test_a_fatal_method_flaw_pivots_and_later_candidates_must_be_distinct(tmp_path, rules):
     rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (False, 0.9)
-    summary = run_with_rules(_cfg(tmp_path, budget={"evals": 6, "rounds": 4}), tmp_path / "run")
+    cfg = _cfg(tmp_path, budget={"evals": 6, "rounds": 4}, scientist={"directed": False})  # one target
+    summary = run_with_rules(cfg, tmp_path / "run")
     state = _state(tmp_path / "run")
     archived = [h for h in state.hypotheses.values() if h.archived]
     assert archived and summary["routing"].get("pivot", 0) >= 1

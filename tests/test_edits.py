@@ -380,7 +380,8 @@ def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_gramma
     xgr = pytest.importorskip("xgrammar")
     from policy.scientist import candidate_item, directed_pattern
 
-    item = candidate_item([1], pattern=directed_pattern(["BATCH", "LR"], ["priority"]))
+    moves = {"BATCH": ("increase", "decrease"), "LR": ("decrease",), "priority": ("rewrite",)}
+    item = candidate_item([1], pattern=directed_pattern(moves))
     grammar = xgr.Grammar.from_json_schema(
         json.dumps(item.model_json_schema()), any_whitespace=False, strict_mode=True
     )
@@ -389,6 +390,7 @@ def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_gramma
         ("decrease LR to 0.001 for stabler steps", True),
         ("rewrite priority as best fit", True),
         ("increase BATCHES", False),  # xgrammar 0.2.9 took this with `(...)?` in the pattern
+        ("increase LR", False),  # every value above LR's has run
         ("increase HIDDEN", False),  # not a target of the program
         ("change BATCH to a better value", False),
         ("increase BATCH " + "x" * 61, False),

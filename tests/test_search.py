@@ -16,8 +16,11 @@ from pathlib import Path
 import pytest
 
 from policy.base import Completion, Usage
+from policy.scientist import directed_target, spread
 from search.config import SearchConfig
+from search.methods import by_promise
 from search.run import build_search, resume_run, start_run
+from search.state import Node
 from search.store import Store
 
 EVALUATE = """
@@ -44,6 +47,10 @@ def make_task(root: Path) -> Path:
     (root / "solution.py").write_text("X = 1.0\n\n\ndef value():\n    return X\n")
     (root / "evaluate.py").write_text(EVALUATE)
     return root
+
+
+MOVE = re.compile(r"\(?((?:increase|decrease|rewrite)(?:\|increase|\|decrease)*)\)? (\w+)")
+"""The first move of a directed hypothesis pattern: its verbs and its target."""
 
 
 class RuleBackend:
@@ -77,37 +84,49 @@ class RuleBackend:
                 answer["forget"] = [self._ids(schema.model_fields["forget"].annotation.__args__[0])[0]]
             return answer
         if purpose == "propose":
-            cand = schema.model_fields["candidates"].annotation.__args__[0]
-            parents = self._ids(cand.model_fields["parent"].annotation)
-            k = schema.model_fields["candidates"].metadata[0].min_length
+            field = schema.model_fields["candidates"]
+            if field.annotation.__origin__ is tuple:  # one item model per candidate (directed hypotheses)
+                items = list(field.annotation.__args__)
+            else:
+                items = [field.annotation.__args__[0]] * field.metadata[0].min_length
+            parents = self._ids(items[0].model_fields["parent"].annotation)
             cites = (
-                self._ids(cand.model_fields["cites"].annotation.__args__[0])[-1:]
-                if "cites" in cand.model_fields
+                self._ids(items[0].model_fields["cites"].annotation.__args__[0])[-1:]
+                if "cites" in items[0].model_fields
                 else None
             )
-            pattern = cand.model_json_schema()["properties"]["hypothesis"]["pattern"]
-            named = re.search(r"\(increase\|decrease\) \(([\w|]+)\)", pattern)
-            target = named.group(1).split("|")[-1] if named else "X"  # the last constant offered
-            cands = [
-                {
-                    "parent": self.rng.choice(parents),
-                    "hypothesis": f"{('increase', 'decrease')[i % 2]} {target} towards three, step {i}",
-                    "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
-                    "region": "constants",
-                    "probability": 1.0 / (i + 1),
-                }
-                for i in range(k)
-            ]
+            cands = []
+            for i, item in enumerate(items):
+                pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
+                verbs, target = m.groups() if (m := MOVE.search(pattern)) else ("increase|decrease", "X")
+                verb = verbs.split("|")[i % len(verbs.split("|"))]  # the first move this candidate is offered
+                cands.append(
+                    {
+                        "parent": self.rng.choice(parents),
+                        "hypothesis": f"{verb} {target} towards three, step {i}",
+                        "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
+                        "region": "constants",
+                        "probability": 1.0 / (i + 1),
+                    }
+                )
             return {"candidates": [c | ({"cites": cites} if cites is not None else {}) for c in cands]}
         if purpose in ANALYSIS:
             return ANALYSIS[purpose](self, schema)
         if purpose not in ("executor", ""):
             return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
         text = json.dumps(schema.model_json_schema())
+        if '"set_constant"' not in text and (f := re.search(r"SetReturn_(\w+)", text)):  # `rewrite value`
+            action = {
+                "function": f.group(1),
+                "op": "set_return",
+                "expression": f"X + {self.rng.randint(1, 3)}",
+            }
+            return {"action": action} if "action" in schema.model_fields else action
         name = m.group(1) if (m := re.search(r"SetConstant_(\w+)", text)) else "X"  # the first menu offered
-        menu = text.split(f'"const": "{name}"', 1)[-1].split('"enum": ', 1)
-        if len(menu) > 1 and m is not None:  # the constant's value menu
-            value = self.rng.choice(json.loads(menu[1][: menu[1].index("]") + 1]))
+        after = text.split(f'"const": "{name}"', 1)[-1].split('"value": ', 1)
+        spec = json.JSONDecoder().raw_decode(after[1])[0] if len(after) > 1 and m is not None else {}
+        if "enum" in spec or "const" in spec:  # the constant's value menu (of one value: a const)
+            value = self.rng.choice(spec["enum"]) if "enum" in spec else spec["const"]
         else:
             value = round(self.rng.uniform(0, 5), 3)
         if self.bad_edits > 0:  # needs executor.value_menu off: 1e308 is on no menu
@@ -351,17 +370,63 @@ def test_greedy_debugs_a_failed_leaf_before_improving_the_best(tmp_path, rules):
     assert debug[-1].status == "valid"
 
 
-def test_a_target_that_did_not_raise_the_best_cools_for_a_round(tmp_path, rules):
+def test_targets_that_raised_the_best_lead_then_untested_ones_then_the_least_recently_tested():
+    moves = {name: ("increase", "decrease") for name in ("A", "B", "C", "D", "E")}
+    nodes = [
+        Node(id=1, parent=None, round=0, score=1.0, hypothesis=""),
+        Node(id=2, parent=1, round=1, score=2.0, hypothesis="increase C"),  # raised the best
+        Node(id=3, parent=1, round=1, score=0.5, hypothesis="decrease A"),
+        Node(id=4, parent=2, round=2, score=1.5, hypothesis="increase E by half"),
+        Node(id=5, parent=2, round=3, score=None, hypothesis="decrease A"),
+    ]
+    assert list(by_promise(moves, nodes)) == ["C", "B", "D", "E", "A"]
+    nodes.append(Node(id=6, parent=2, round=4, score=1.9, hypothesis="increase C"))  # no longer raises
+    assert list(by_promise(moves, nodes)) == ["B", "D", "E", "A", "C"]
+
+
+def test_each_candidate_gets_its_own_share_of_the_targets():
+    moves = {n: ("increase",) for n in "ABCDEFG"}
+    assert [list(m) for m in spread(moves, 3)] == [["A", "D", "G"], ["B", "E"], ["C", "F"]]
+    assert [list(m) for m in spread({"A": ("rewrite",), "B": ("decrease",)}, 3)] == [["A"], ["B"], ["A"]]
+
+
+def test_a_directed_run_spreads_a_round_over_the_targets_and_starts_from_the_best_node(tmp_path, rules):
     task = make_task(tmp_path / "task")
     (task / "solution.py").write_text("X = 1.0\nY = 2.0  # unused\n\n\ndef value():\n    return X\n")
-    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 4}, scientist={"audits": 0, "inspect": 0})
+    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 6}, scientist={"audits": 0, "inspect": 0})
     run_with_rules(cfg, tmp_path / "run")
     with Store.open(tmp_path / "run", create=False) as store:
         state = store.load_state()
-    nodes = sorted((n for n in state.nodes.values() if n.parent is not None), key=lambda n: n.id)
-    assert [(n.round, n.hypothesis.split()[1]) for n in nodes] == [
-        (1, "Y"),
-        (1, "Y"),
-        (2, "X"),
-        (2, "X"),
-    ]  # Y moved nothing: round 2 may not name it
+    draws = [e.payload for e in state.events.values() if e.kind == "draw"]
+    assert len(draws) >= 2
+    for d in draws:  # X, Y and value each lead a candidate
+        named = {directed_target(c["hypothesis"])[1] for c in d["candidates"]}
+        assert named == {"X", "Y", "value"}
+    nodes = [n for n in state.nodes.values() if n.parent is not None]
+    for n in nodes:
+        earlier = [m for m in state.nodes.values() if m.round < n.round and m.score is not None]
+        assert n.parent == max(earlier, key=lambda m: (m.score, -m.id)).id  # the best node
+
+
+def test_a_run_whose_menus_are_all_used_up_stops_instead_of_proposing_refused_moves(tmp_path, rules):
+    task = make_task(tmp_path / "task")
+    (task / "solution.py").write_text("X = 2\nvalue = lambda: X  # noqa: E731\n")  # one constant, no function
+    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 40}, scientist={"audits": 0, "inspect": 0})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    assert summary["stopped_because"].startswith("every value on the menus")
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    assert state.best().metrics["x"] == 3 and summary["evals"] < 40
+
+
+def test_an_optimize_run_ends_after_rounds_that_spend_no_evaluation(tmp_path, rules, monkeypatch):
+    from policy.executor import Executor, ExecutorResult
+
+    def refuse(self, hypothesis, files, editable, validate, **kwargs):
+        return ExecutorResult(files=dict(files), reason="no valid result after 6 actions; already run")
+
+    monkeypatch.setattr(Executor, "run", refuse)
+    task = make_task(tmp_path / "task")
+    cfg = SearchConfig(task=str(task), group=2, budget={"evals": 6, "rounds": 50}, scientist={"audits": 0})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    assert summary["stopped_because"].startswith("3 rounds in a row spent no evaluation")
