@@ -353,3 +353,13 @@ def test_a_directed_hypothesis_with_no_value_left_that_way_ends_without_a_model_
     )
     assert backend.calls == [] and result.result is None
     assert "every value above the current RADIUS in its menu has been evaluated" in result.reason
+
+
+def test_programs_that_differ_only_in_spelling_comments_or_layout_share_a_key():
+    from policy.executor import program_key
+
+    seed = {"model.py": "LR = 3e-3  # learning rate\nBATCH = 64\n"}
+    assert program_key({"model.py": "LR = 0.003\n\nBATCH = 64\n"}) == program_key(seed)
+    assert program_key({"model.py": "LR = 0.0031\nBATCH = 64\n"}) != program_key(seed)
+    assert program_key({"notes.txt": "a  b"}) != program_key({"notes.txt": "a b"})  # text files: by text
+    assert program_key({"model.py": "def f(:\n"}) != program_key({"model.py": "def f( :\n"})
