@@ -91,9 +91,8 @@ def by_promise(moves: Moves, nodes: list[Node]) -> Moves:
     running = float("-inf")
     for r in sorted({n.round for n in nodes}):
         best_before[r], running = running, max(running, top.get(r, running))
-    last: dict[
-        str, tuple[int, bool]
-    ] = {}  # target -> (its latest round of tests, whether one raised the best)
+    # target -> (its latest round of tests, whether one of them raised the best)
+    last: dict[str, tuple[int, bool]] = {}
     for n in sorted(nodes, key=lambda n: n.round):
         if n.parent is None or (move := directed_target(n.hypothesis)) is None:
             continue
