@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from policy.base import Backend, Completion, Message, Sampling
+from arts.policy.base import Backend, Completion, Message, Sampling
 
 Category = Literal["implementation", "design", "method"]
 """implementation: the code is wrong; design: the evaluation or protocol is wrong; method: the idea is."""

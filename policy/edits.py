@@ -21,7 +21,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from policy.expressions import pattern, random_expression, returns, shape_error, visible_names
+from arts.policy.expressions import pattern, random_expression, returns, shape_error, visible_names
 
 OPS = ("set_constant", "set_return", "replace_function", "replace_lines", "write_file", "read_file")
 VALUE_CHARS = 40

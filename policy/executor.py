@@ -23,10 +23,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policy.base import Backend, Message, Sampling
-from policy.edits import EditError, Targets, apply_edit, constant_menus, edit_schema, list_targets, unwrap
-from policy.scientist import directed_target
-from tasks.base import EvalResult
+from arts.policy.base import Backend, Message, Sampling
+from arts.policy.edits import EditError, Targets, apply_edit, constant_menus, edit_schema, list_targets, unwrap
+from arts.policy.scientist import directed_target
+from arts.tasks.base import EvalResult
 
 SYSTEM = (
     "Implement the hypothesis exactly as given, not a substitute of your own. "

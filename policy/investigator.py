@@ -27,7 +27,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from policy.base import Backend, Completion, Message, Sampling
+from arts.policy.base import Backend, Completion, Message, Sampling
 
 SYSTEM = "You investigate case material to test a hypothesis. Answer with one JSON action."
 ANSWER_SYSTEM = "You write the answer of a diagnosis task as JSON."

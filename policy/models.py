@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from policy.base import BackendError
+from arts.policy.base import BackendError
 
 log = logging.getLogger(__name__)
 

@@ -1,13 +1,13 @@
 """The backend registry: backend name → class (`transformers`, `vllm`, `openai`), with `module:attr` fallback."""
 
-from tasks.registry import Registry
+from arts.tasks.registry import Registry
 
 BACKENDS: Registry[type] = Registry("backend")
 
 _BUILTIN = {
-    "transformers": "policy.transformers_backend",
-    "openai": "policy.openai_backend",
-    "vllm": "policy.vllm_backend",
+    "transformers": "arts.policy.transformers_backend",
+    "openai": "arts.policy.openai_backend",
+    "vllm": "arts.policy.vllm_backend",
 }
 
 

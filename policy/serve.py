@@ -37,7 +37,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from policy.base import Backend, BackendError, Completion, Message, Sampling
+from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
 
 _SIMPLE: dict[str, type] = {"string": str, "number": float, "integer": int, "boolean": bool}
 _PLAIN_KEYS = {"type", "title", "description", "default"}
@@ -318,10 +318,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
     """The backend named by `--backend` on `--model`, with `--adapter` loaded, as an app."""
-    import policy.openai_backend  # noqa: F401  (importing a backend module registers it)
-    import policy.transformers_backend  # noqa: F401
-    import policy.vllm_backend  # noqa: F401
-    from policy.registry import BACKENDS
+    import arts.policy.openai_backend  # noqa: F401  (importing a backend module registers it)
+    import arts.policy.transformers_backend  # noqa: F401
+    import arts.policy.vllm_backend  # noqa: F401
+    from arts.policy.registry import BACKENDS
 
     cls = BACKENDS.get(args.backend)
     backend = cls(args.model) if args.model else cls()

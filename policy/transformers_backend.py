@@ -23,11 +23,11 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
-from policy.decoding import Sample, completion_logprobs, sample_group
-from policy.models import DEFAULT_MODEL, resolve_model
-from policy.registry import BACKENDS
-from policy.structured import GrammarCache, validate_json
+from arts.policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
+from arts.policy.decoding import Sample, completion_logprobs, sample_group
+from arts.policy.models import DEFAULT_MODEL, resolve_model
+from arts.policy.registry import BACKENDS
+from arts.policy.structured import GrammarCache, validate_json
 
 
 def pick_device(device: str) -> torch.device:

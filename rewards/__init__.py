@@ -1,8 +1,8 @@
 """Rewards: how an action's score becomes a reward, and a group's rewards become advantages."""
 
-from rewards import functions  # noqa: F401  (registers the built-in reward functions)
-from rewards.advantages import group_advantages, is_degenerate
-from rewards.base import (
+from arts.rewards import functions  # noqa: F401  (registers the built-in reward functions)
+from arts.rewards.advantages import group_advantages, is_degenerate
+from arts.rewards.base import (
     REWARDS,
     RewardConfig,
     RewardFn,

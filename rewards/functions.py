@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rewards.base import RewardConfig, register
+from arts.rewards.base import RewardConfig, register
 
 
 def _valid(score: float | None) -> bool:

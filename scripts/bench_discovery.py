@@ -28,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from search.config import SearchConfig  # noqa: E402
-from search.run import start_run  # noqa: E402
-from search.store import Store  # noqa: E402
-from tasks.base import builtin_names, resolve_task  # noqa: E402
+from arts.search.config import SearchConfig  # noqa: E402
+from arts.search.run import start_run  # noqa: E402
+from arts.search.store import Store  # noqa: E402
+from arts.tasks.base import builtin_names, resolve_task  # noqa: E402
 
 PURPOSES = {
     "proposal": ("propose", "inspect"),
@@ -88,7 +88,7 @@ def arts_run(task: str, args: argparse.Namespace, run_dir: Path) -> dict:
 def mutate_run(task: str, seed: int, args: argparse.Namespace, run_dir: Path) -> dict:
     if (run_dir / "summary.json").is_file():  # finished in an earlier invocation (--reuse)
         return run_stats(run_dir)
-    cmd = [sys.executable, "-m", "search.cli", "search", task, "--method", "mutate", "--seed", str(seed)]
+    cmd = [sys.executable, "-m", "arts.search.cli", "search", task, "--method", "mutate", "--seed", str(seed)]
     cmd += ["--evals", str(args.evals), "--group", str(args.group), "--run-dir", str(run_dir)]
     with open(run_dir.with_suffix(".log"), "w") as log:
         subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, check=True)

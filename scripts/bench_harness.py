@@ -12,9 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from search.render import RenderConfig, render_state
-from search.state import Insight, Node, SearchState
-from search.store import Store
+from arts.search.render import RenderConfig, render_state
+from arts.search.state import Insight, Node, SearchState
+from arts.search.store import Store
 
 
 def tree(n: int, seed: int = 0) -> SearchState:
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from transformers import AutoTokenizer
 
-    from policy.models import resolve_model
+    from arts.policy.models import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))
     count = lambda t: len(tok.encode(t))  # noqa: E731 - the real tokenizer, as the backend counts

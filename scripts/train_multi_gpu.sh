@@ -33,5 +33,5 @@ elif [ "$NUM_GPUS" -gt 1 ]; then
 else
     LAUNCH=(--num_processes 1 --num_machines 1 --mixed_precision bf16 --dynamo_backend no)
 fi
-.venv/bin/accelerate launch "${LAUNCH[@]}" -m training.offline --data "${DATA[@]}" --out "$OUT" --method "$METHOD" --steps "$STEPS" \
+.venv/bin/accelerate launch "${LAUNCH[@]}" -m arts.training.offline --data "${DATA[@]}" --out "$OUT" --method "$METHOD" --steps "$STEPS" \
     --batch-size "${BATCH_SIZE:-4}" ${MODEL:+--model "$MODEL"} ${GRADIENT_CHECKPOINTING:+--gradient-checkpointing}

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
+from arts.policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
 
 Action = Literal["repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
 

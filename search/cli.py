@@ -12,10 +12,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from policy.base import BackendError
-from search.config import load_config, parse_value
-from search.store import StoreError
-from tasks.base import TaskError, builtin_names, load_task, resolve_task
+from arts.policy.base import BackendError
+from arts.search.config import load_config, parse_value
+from arts.search.store import StoreError
+from arts.tasks.base import TaskError, builtin_names, load_task, resolve_task
 
 
 def _fmt(x: float | None) -> str:
@@ -96,7 +96,7 @@ def _read_overlay(task_files: list[str], overlay: Path) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from tasks.sandbox import run_evaluation
+    from arts.tasks.sandbox import run_evaluation
 
     task = resolve_task(args.task)
     files = task.seed_files()
@@ -173,7 +173,7 @@ def _overrides(args: argparse.Namespace) -> dict:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from search.run import resume_run, start_run
+    from arts.search.run import resume_run, start_run
 
     if args.resume:
         summary = resume_run(Path(args.resume))
@@ -192,8 +192,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from search.report import write_report
-    from search.store import Store
+    from arts.search.report import write_report
+    from arts.search.store import Store
 
     run_dir = Path(args.run_dir)
     with Store.open(run_dir, create=False) as store:
@@ -203,7 +203,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _load_run(run_dir: str):
     """(stored state, resolved config, scientist model spec) of a run, for the training commands."""
-    from search.store import Store
+    from arts.search.store import Store
 
     path = Path(run_dir)
     cfg = load_config(path / "config.toml", {}) if (path / "config.toml").is_file() else None
@@ -212,7 +212,7 @@ def _load_run(run_dir: str):
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from training.export import RunInfo, export
+    from arts.training.export import RunInfo, export
 
     state, cfg, model = _load_run(args.run_dir)
     best = state.best()
@@ -229,7 +229,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_rollouts_export(args: argparse.Namespace) -> int:
-    from training.offline import export_rollouts, rollout_records
+    from arts.training.offline import export_rollouts, rollout_records
 
     state, _, model = _load_run(args.run_dir)
     records = rollout_records([r.model_dump() for r in state.rollouts.values()], args.run_dir, model)
@@ -238,7 +238,7 @@ def cmd_rollouts_export(args: argparse.Namespace) -> int:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from training.offline import OfflineConfig, rollout_records, train
+    from arts.training.offline import OfflineConfig, rollout_records, train
 
     records = []
     for run_dir in args.runs:
@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve a local model (and adapter) through the OpenAI protocol", add_help=False
     )
     sv.add_argument("rest", nargs=argparse.REMAINDER)
-    sv.set_defaults(fn=lambda a: __import__("policy.serve", fromlist=["main"]).main(a.rest))
+    sv.set_defaults(fn=lambda a: __import__("arts.policy.serve", fromlist=["main"]).main(a.rest))
     return p
 
 

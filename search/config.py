@@ -12,16 +12,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policy.analysis import AnalysisConfig
-from policy.base import Pricing
-from policy.executor import ExecutorConfig
-from policy.investigator import InvestigatorConfig
-from policy.scientist import ScientistConfig
-from rewards import RewardConfig
-from search.attribution import AttributionConfig
-from search.dual import ComponentsConfig, SpaceConfig
-from search.render import RenderConfig
-from training.grpo import GRPOConfig
+from arts.policy.analysis import AnalysisConfig
+from arts.policy.base import Pricing
+from arts.policy.executor import ExecutorConfig
+from arts.policy.investigator import InvestigatorConfig
+from arts.policy.scientist import ScientistConfig
+from arts.rewards import RewardConfig
+from arts.search.attribution import AttributionConfig
+from arts.search.dual import ComponentsConfig, SpaceConfig
+from arts.search.render import RenderConfig
+from arts.training.grpo import GRPOConfig
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -15,13 +15,13 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from policy.answer_schema import schema_model
-from policy.investigator import Tools
-from search.state import Node
-from tasks.readonly import grep_lines, read_lines
+from arts.policy.answer_schema import schema_model
+from arts.policy.investigator import Tools
+from arts.search.state import Node
+from arts.tasks.readonly import grep_lines, read_lines
 
 if TYPE_CHECKING:
-    from search.loop import Search
+    from arts.search.loop import Search
 
 MAX_FILES = 40
 """Material files offered to the investigator (an enum in its grammar)."""

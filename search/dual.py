@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search import space
-from search.attribution import Decision, attribute, distinct, stalled, trajectory
-from search.inspect import failed_or_regressed, report
-from search.state import Hypothesis, Insight, Node
+from arts.search import space
+from arts.search.attribution import Decision, attribute, distinct, stalled, trajectory
+from arts.search.inspect import failed_or_regressed, report
+from arts.search.state import Hypothesis, Insight, Node
 
 if TYPE_CHECKING:
-    from search.loop import Search
+    from arts.search.loop import Search
 
 _OBS_ID = re.compile(r"\bo(\d+)\b")
 NOT_A_RESULT = ("evaluation budget spent", "interrupted")

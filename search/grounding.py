@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from search.state import SearchState
+from arts.search.state import SearchState
 
 REDACTED = "[unmeasured]"
 """What an unmeasured number is replaced with (its unit, such as % or x, is kept after it)."""

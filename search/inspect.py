@@ -11,7 +11,7 @@ import difflib
 import json
 from pathlib import Path
 
-from search.state import Insight, Node, SearchState
+from arts.search.state import Insight, Node, SearchState
 
 
 def diff(parent: Node | None, node: Node, max_lines: int = 30) -> str:

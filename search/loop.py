@@ -15,20 +15,20 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from policy.analysis import Analyst
-from policy.base import Backend, Usage
-from policy.executor import Executor, mentioned, program_key
-from policy.investigator import Investigator
-from policy.scientist import Scientist
-from search.config import SearchConfig
-from search.inspect import memory_entry
-from search.render import tried_edits
-from search.report import write_report
-from search.space import best_supported, established, unexplained
-from search.state import Insight, Node, Rollout
-from search.store import Store
-from tasks.base import EvalResult, Task
-from tasks.sandbox import run_evaluation
+from arts.policy.analysis import Analyst
+from arts.policy.base import Backend, Usage
+from arts.policy.executor import Executor, mentioned, program_key
+from arts.policy.investigator import Investigator
+from arts.policy.scientist import Scientist
+from arts.search.config import SearchConfig
+from arts.search.inspect import memory_entry
+from arts.search.render import tried_edits
+from arts.search.report import write_report
+from arts.search.space import best_supported, established, unexplained
+from arts.search.state import Insight, Node, Rollout
+from arts.search.store import Store
+from arts.tasks.base import EvalResult, Task
+from arts.tasks.sandbox import run_evaluation
 
 EXECUTOR_PURPOSES = ("executor", "investigate", "answer")
 """Model calls made by the executor (program edits, or a diagnosis's investigation and answer)."""
@@ -206,7 +206,7 @@ class Search:
         return node
 
     def _investigate(self, node: Node, parent: Node, workdir: Path) -> Node:
-        from search.diagnose import investigate
+        from arts.search.diagnose import investigate
 
         return investigate(self, node, parent, workdir)
 
@@ -258,7 +258,7 @@ class Search:
 
     # -- the run -----------------------------------------------------------------------------------------
     def run(self) -> dict:
-        from search.methods import METHODS
+        from arts.search.methods import METHODS
 
         self._close_interrupted()
         self.ensure_root()

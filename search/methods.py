@@ -12,15 +12,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
-from policy.sampler import draw
-from policy.scientist import Moves, Scientist, canonical_action, directed_target
-from search import dual
-from search.inspect import report
-from search.loop import Search
-from search.render import render_state, shown_memory
-from search.state import Node, Rollout
-from tasks.registry import Registry
+from arts.policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
+from arts.policy.sampler import draw
+from arts.policy.scientist import Moves, Scientist, canonical_action, directed_target
+from arts.search import dual
+from arts.search.inspect import report
+from arts.search.loop import Search
+from arts.search.render import render_state, shown_memory
+from arts.search.state import Node, Rollout
+from arts.tasks.registry import Registry
 
 METHODS: Registry[Callable[[Search], None]] = Registry("search method")
 

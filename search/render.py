@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.state import Node, SearchState
+from arts.search.state import Node, SearchState
 
 
 class RenderConfig(BaseModel):

@@ -14,9 +14,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from search.grounding import ground, measured_values, numbers
-from search.space import standing
-from search.state import Node, SearchState
+from arts.search.grounding import ground, measured_values, numbers
+from arts.search.space import standing
+from arts.search.state import Node, SearchState
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;width:100%}

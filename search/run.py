@@ -10,11 +10,11 @@ import sys
 import time
 from pathlib import Path
 
-from policy.base import Backend, Usage
-from search.config import ModelConfig, SearchConfig, to_toml
-from search.loop import Search
-from search.store import Store
-from tasks.base import resolve_task
+from arts.policy.base import Backend, Usage
+from arts.search.config import ModelConfig, SearchConfig, to_toml
+from arts.search.loop import Search
+from arts.search.store import Store
+from arts.tasks.base import resolve_task
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,7 +23,7 @@ else:  # pragma: no cover
 
 
 def make_backend(mc: ModelConfig, sink, seed: int) -> Backend:
-    from policy.registry import backend_class
+    from arts.policy.registry import backend_class
 
     cls = backend_class(mc.backend)
     if mc.backend == "openai":
@@ -52,7 +52,7 @@ def build_search(cfg: SearchConfig, store: Store, log=print) -> Search:
     search = Search(cfg, task, store, scientist, executor, log=log)
     holder["s"] = search
     if cfg.ttt:
-        from training.ttt import TestTimeTraining
+        from arts.training.ttt import TestTimeTraining
 
         if cfg.scientist_model.backend == "transformers":
             trainer, serving = scientist, None

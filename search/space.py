@@ -22,7 +22,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from search.state import (
+from arts.search.state import (
     Evidence,
     Hypothesis,
     HypothesisStatus,

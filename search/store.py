@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Record, Rollout, SearchState
+from arts.search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Record, Rollout, SearchState
 
 SCHEMA_VERSION = 1
 """Version of the table layout below; bump it and add a migration when the layout changes."""
@@ -103,6 +103,11 @@ def _lock(run_dir: Path) -> int:
 def _unlock(fd: int) -> None:
     fcntl.flock(fd, fcntl.LOCK_UN)
     os.close(fd)
+
+
+def table_of(record: Record) -> str:
+    """The `SearchState` field (and table) that holds records of this kind."""
+    return Store._table(type(record)).name
 
 
 def _load(cls: type[R], id: int, data: str) -> R:

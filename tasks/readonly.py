@@ -26,8 +26,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from tasks.base import CommandConfig, Task, load_task
-from tasks.sandbox import TAIL_BYTES, _execute, _plan, _prepare, _remove, _state_dir, _uid_lease, isolation
+from arts.tasks.base import CommandConfig, Task, load_task
+from arts.tasks.sandbox import TAIL_BYTES, _execute, _plan, _prepare, _remove, _state_dir, _uid_lease, isolation
 
 SYSTEM_BIN = "/usr/bin:/bin"
 """Where allowed commands are looked up: never the working copy nor the interpreter's directory."""

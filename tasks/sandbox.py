@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from tasks.base import CommandConfig, EvalResult, Task
+from arts.tasks.base import CommandConfig, EvalResult, Task
 
 TAIL_BYTES = 20_000
 OUTPUT_LIMIT = 64 << 20

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from policy.analysis import (
+from arts.policy.analysis import (
     AnalysisConfig,
     Analyst,
     Cause,
@@ -17,7 +17,7 @@ from policy.analysis import (
     Plan,
     clip,
 )
-from policy.base import Completion
+from arts.policy.base import Completion
 
 REPORT = (
     "### node 4 (parent 1): raise LEARNING_RATE from 0.01 to 0.5\nresult: INVALID: training loss became nan\n"

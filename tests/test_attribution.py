@@ -9,9 +9,9 @@ from typing import get_args
 
 import pytest
 
-from policy.analysis import AnalysisConfig, Analyst, Category, Cause, Critique, Judgement, Severity
-from policy.base import Completion
-from search.attribution import (
+from arts.policy.analysis import AnalysisConfig, Analyst, Category, Cause, Critique, Judgement, Severity
+from arts.policy.base import Completion
+from arts.search.attribution import (
     ROUTES,
     AttributionConfig,
     attribute,

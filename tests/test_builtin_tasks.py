@@ -21,7 +21,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from tasks.base import BUILTIN_DIR, Task, builtin_names, load_task
+from arts.tasks.base import BUILTIN_DIR, Task, builtin_names, load_task
 
 NAMES = ["bin-packing-weibull", "char-lm", "circle-packing-26", "digits-classifier", "friedman-regression"]
 SLOW = {"char-lm"}  # one evaluation trains for 300 steps: about 25 s on two cores

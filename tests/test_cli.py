@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from search.cli import main
+from arts.search.cli import main
 from tests.test_tasks import write_task
 
 
@@ -50,8 +50,8 @@ def test_eval_files_overlay_is_scored(tmp_path, capsys):
 
 
 def test_search_flags_map_to_config_paths():
-    from search.cli import _overrides, build_parser
-    from search.config import load_config
+    from arts.search.cli import _overrides, build_parser
+    from arts.search.config import load_config
 
     args = build_parser().parse_args(
         [

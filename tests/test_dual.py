@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from search.config import SearchConfig
-from search.store import Store
+from arts.search.config import SearchConfig
+from arts.search.store import Store
 from tests.test_search import make_task, run_with_rules
 
 
@@ -117,7 +117,7 @@ def test_without_observations_memory_or_verbalized_sampling(tmp_path, rules):
 
 
 def test_config_round_trips_the_new_sections(tmp_path):
-    from search.config import load_config
+    from arts.search.config import load_config
 
     cfg = load_config(None, {"components.comparison": False, "space.cooldown": 3, "attribution.k": 4})
     assert not cfg.components.comparison and cfg.space.cooldown == 3 and cfg.attribution.k == 4
@@ -127,8 +127,8 @@ def test_config_round_trips_the_new_sections(tmp_path):
 
 
 def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rules):
-    from policy.answer_schema import schema_model
-    from tasks.base import resolve_task
+    from arts.policy.answer_schema import schema_model
+    from arts.tasks.base import resolve_task
 
     cfg = SearchConfig.model_validate({"task": "incident-rca", "group": 2, "budget": {"rounds": 2}})
     summary = run_with_rules(cfg, tmp_path / "run")
@@ -146,8 +146,8 @@ def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rul
 def test_selection_spreads_over_regions_and_favours_open_evidence():
     from types import SimpleNamespace
 
-    from search import dual
-    from search.state import Observation, SearchState
+    from arts.search import dual
+    from arts.search.state import Observation, SearchState
 
     state = SearchState(observations={1: Observation(id=1, text="X above 3 fails", source="execution")})
     s = SimpleNamespace(state=state, cfg=SearchConfig())
@@ -161,8 +161,8 @@ def test_selection_spreads_over_regions_and_favours_open_evidence():
 
 
 def test_the_report_grounds_model_text_against_the_store_and_the_code(tmp_path, rules):
-    from search.report import write_report
-    from search.state import Insight
+    from arts.search.report import write_report
+    from arts.search.state import Insight
 
     run_with_rules(_cfg(tmp_path), tmp_path / "run")
     with Store.open(tmp_path / "run", create=False) as store:

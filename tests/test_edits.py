@@ -11,7 +11,7 @@ import pydantic
 import pytest
 from pydantic import ValidationError
 
-from policy.edits import (
+from arts.policy.edits import (
     OPS,
     EditError,
     ReadFile,
@@ -362,7 +362,7 @@ def test_an_edit_of_docstrings_or_comments_only_is_no_change():
 
 
 def test_value_menus_move_every_value_and_keep_its_type():
-    from policy.edits import value_menu
+    from arts.policy.edits import value_menu
 
     assert value_menu(0.01) == [0.0025, 0.005, 0.008, 0.0125, 0.02, 0.04]
     assert value_menu(8) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
@@ -378,7 +378,7 @@ def test_value_menus_move_every_value_and_keep_its_type():
 def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_grammar():
     """The pattern as the decoder enforces it: xgrammar's grammar, not only pydantic's check."""
     xgr = pytest.importorskip("xgrammar")
-    from policy.scientist import candidate_item, directed_pattern
+    from arts.policy.scientist import candidate_item, directed_pattern
 
     moves = {"BATCH": ("increase", "decrease"), "LR": ("decrease",), "priority": ("rewrite",)}
     item = candidate_item([1], pattern=directed_pattern(moves))

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from policy.base import Completion
-from policy.executor import Executor, ExecutorConfig, window
-from tasks.base import EvalResult
+from arts.policy.base import Completion
+from arts.policy.executor import Executor, ExecutorConfig, window
+from arts.tasks.base import EvalResult
 
 PROGRAM = '''RADIUS = 0.1
 COUNT = 5
@@ -356,7 +356,7 @@ def test_a_directed_hypothesis_with_no_value_left_that_way_ends_without_a_model_
 
 
 def test_programs_that_differ_only_in_spelling_comments_or_layout_share_a_key():
-    from policy.executor import program_key
+    from arts.policy.executor import program_key
 
     seed = {"model.py": "LR = 3e-3  # learning rate\nBATCH = 64\n"}
     assert program_key({"model.py": "LR = 0.003\n\nBATCH = 64\n"}) == program_key(seed)

@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from search.cli import main
-from search.config import SearchConfig, to_toml
-from search.state import Event, Node, Rollout
-from search.store import Store
-from training.checkpoint import save_checkpoint
-from training.export import RunInfo, export
-from training.grpo import GRPOConfig, lora_config, make_optimizer
-from training.offline import OfflineConfig, dpo_rows, rollout_records, sft_rows, train
+from arts.search.cli import main
+from arts.search.config import SearchConfig, to_toml
+from arts.search.state import Event, Node, Rollout
+from arts.search.store import Store
+from arts.training.checkpoint import save_checkpoint
+from arts.training.export import RunInfo, export
+from arts.training.grpo import GRPOConfig, lora_config, make_optimizer
+from arts.training.offline import OfflineConfig, dpo_rows, rollout_records, sft_rows, train
 
 PROBE = [1, 500, 2000, 7, 42, 9, 13]
 PROMPT = [{"role": "system", "content": "Answer with JSON."}, {"role": "user", "content": "Propose."}]
@@ -82,8 +82,8 @@ def run_dir(tmp_path, tiny_backend) -> Path:
 
 
 def adapter_logits(backend) -> torch.Tensor:
-    from policy.decoding import hf_model
-    from training.logprobs import adapter_scope
+    from arts.policy.decoding import hf_model
+    from arts.training.logprobs import adapter_scope
 
     with torch.no_grad(), adapter_scope(backend.model, "ttt"):
         return hf_model(backend.model)(torch.tensor([PROBE])).logits[0]

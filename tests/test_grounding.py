@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from search.grounding import (
+from arts.search.grounding import (
     REDACTED,
     UNSUPPORTED,
     claimed_methods,
@@ -14,7 +14,7 @@ from search.grounding import (
     sanitize,
     unsupported_claims,
 )
-from search.state import Event, Node, SearchState
+from arts.search.state import Event, Node, SearchState
 
 
 def values_of(text: str) -> list[tuple[float, str]]:

@@ -11,10 +11,10 @@ import json
 import pytest
 import torch
 
-from policy.scientist import candidate_schema
-from rewards import group_advantages
-from training.grpo import Group, GRPOConfig, UpdateStats, grpo_update, lora_config, make_optimizer
-from training.logprobs import adapter_scope, build_targets, grammar_text, score_targets, target_logprobs
+from arts.policy.scientist import candidate_schema
+from arts.rewards import group_advantages
+from arts.training.grpo import Group, GRPOConfig, UpdateStats, grpo_update, lora_config, make_optimizer
+from arts.training.logprobs import adapter_scope, build_targets, grammar_text, score_targets, target_logprobs
 
 PROMPT = [
     {"role": "system", "content": "You are a research scientist running experiments. Answer with JSON only."},
@@ -31,7 +31,7 @@ SCHEMA = candidate_schema([1, 2])
 
 @pytest.fixture(scope="module")
 def trained_backend():
-    from policy.transformers_backend import TransformersBackend
+    from arts.policy.transformers_backend import TransformersBackend
 
     return TransformersBackend(seed=0)
 
@@ -79,7 +79,7 @@ def test_advantages_sum_to_zero_in_a_group():
 
 
 def test_grammar_text_is_what_the_grammar_accepts(tiny_backend):
-    from policy.scientist import canonical_action
+    from arts.policy.scientist import canonical_action
 
     compact = json.dumps(ACTIONS[0], separators=(",", ":"))
     assert build_targets(tiny_backend, SCHEMA, [compact]) == [None]  # compact JSON is off-grammar

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from policy.answer_schema import schema_model
-from policy.investigator import (
+from arts.policy.answer_schema import schema_model
+from arts.policy.investigator import (
     Investigator,
     InvestigatorConfig,
     Tools,
@@ -23,7 +23,7 @@ from policy.investigator import (
     hypothesis_words,
     step_schema,
 )
-from tasks.readonly import grep_lines, read_lines
+from arts.tasks.readonly import grep_lines, read_lines
 from tests.test_executor import ScriptedBackend
 from tests.test_readonly import make_case
 

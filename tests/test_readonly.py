@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import Task, load_task
-from tasks.readonly import ReadonlyError, check_argv, grep_lines, read_lines, run_readonly
+from arts.tasks.base import Task, load_task
+from arts.tasks.readonly import ReadonlyError, check_argv, grep_lines, read_lines, run_readonly
 
 LOGS = """ts service level message
 10:00 api INFO request ok

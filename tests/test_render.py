@@ -1,6 +1,6 @@
 from scripts.bench_harness import tree as _tree  # the same synthetic tree the benchmark measures
-from search.render import RenderConfig, render_state
-from search.state import Node, SearchState
+from arts.search.render import RenderConfig, render_state
+from arts.search.state import Node, SearchState
 
 
 def count(text: str) -> int:
@@ -36,7 +36,7 @@ def _edited(nid: int, parent: int, action: dict, valid: bool, score: float | Non
 
 
 def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets_in_words():
-    from search.render import tried_edits
+    from arts.search.render import tried_edits
 
     m = lambda v: {"op": "set_constant", "name": "MARGIN", "value": v}  # noqa: E731
     seed = Node(id=1, parent=None, status="seed", files={}, raw_score=1.0, score=1.0)

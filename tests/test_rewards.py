@@ -3,7 +3,7 @@ import math
 import pytest
 from pydantic import ValidationError
 
-from rewards import (
+from arts.rewards import (
     RewardConfig,
     compute_reward,
     get_reward,
@@ -12,7 +12,7 @@ from rewards import (
     is_degenerate,
     reward_names,
 )
-from rewards.functions import best_only, improvement, percentile, rank, raw
+from arts.rewards.functions import best_only, improvement, percentile, rank, raw
 
 CFG = RewardConfig()
 
@@ -94,7 +94,7 @@ def test_registry_lookup_by_name():
 
 
 def test_module_attr_fallback(tmp_path, monkeypatch):
-    assert get_reward("rewards.functions:raw") is raw
+    assert get_reward("arts.rewards.functions:raw") is raw
     (tmp_path / "my_rewards.py").write_text(
         "def double(score, history, *, parent_score=None, config):\n    return 2.0 * (score or 0.0)\n"
     )

@@ -1,7 +1,7 @@
 import random
 from collections import Counter
 
-from policy.sampler import draw, normalise
+from arts.policy.sampler import draw, normalise
 
 
 def test_normalise_makes_a_distribution_and_survives_nonsense():

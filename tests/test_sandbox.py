@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import Task, load_task
-from tasks.sandbox import TAIL_BYTES, isolation, network_isolated, run_evaluation
+from arts.tasks.base import Task, load_task
+from arts.tasks.sandbox import TAIL_BYTES, isolation, network_isolated, run_evaluation
 
 # The default evaluator: run the candidate; score 1.0 if it exited cleanly; its note.txt becomes the message.
 EVALUATE = """

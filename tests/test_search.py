@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from policy.base import Completion, Usage
-from policy.scientist import directed_target, spread
-from search.config import SearchConfig
-from search.methods import by_promise
-from search.run import build_search, resume_run, start_run
-from search.state import Node
-from search.store import Store
+from arts.policy.base import Completion, Usage
+from arts.policy.scientist import directed_target, spread
+from arts.search.config import SearchConfig
+from arts.search.methods import by_promise
+from arts.search.run import build_search, resume_run, start_run
+from arts.search.state import Node
+from arts.search.store import Store
 
 EVALUATE = """
 import json, subprocess, sys
@@ -323,7 +323,7 @@ def test_resume_after_sigkill_keeps_finished_nodes(tmp_path, monkeypatch):
     assert len(before) >= 3
     cfg_text = (run_dir / "config.toml").read_text().replace("evals = 50", "evals = 8")
     (run_dir / "config.toml").write_text(cfg_text)
-    monkeypatch.setattr("search.run.make_backend", lambda mc, sink, seed: RuleBackend(seed))
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: RuleBackend(seed))
     summary = resume_run(run_dir, log=lambda line: None)
     with Store.open(run_dir, create=False) as store:
         after = store.load_state().nodes
@@ -420,7 +420,7 @@ def test_a_run_whose_menus_are_all_used_up_stops_instead_of_proposing_refused_mo
 
 
 def test_an_optimize_run_ends_after_rounds_that_spend_no_evaluation(tmp_path, rules, monkeypatch):
-    from policy.executor import Executor, ExecutorResult
+    from arts.policy.executor import Executor, ExecutorResult
 
     def refuse(self, hypothesis, files, editable, validate, **kwargs):
         return ExecutorResult(files=dict(files), reason="no valid result after 6 actions; already run")

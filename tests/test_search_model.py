@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from search.config import SearchConfig
-from search.run import start_run
-from search.store import Store
+from arts.search.config import SearchConfig
+from arts.search.run import start_run
+from arts.search.store import Store
 
 pytestmark = pytest.mark.slow
 
@@ -39,8 +39,8 @@ def test_arts_search_with_the_embedded_model_on_circle_packing(tmp_path):
 
 
 def test_incident_rca_search_with_the_embedded_model_writes_a_graded_answer(tmp_path):
-    from policy.answer_schema import schema_model
-    from tasks.base import resolve_task
+    from arts.policy.answer_schema import schema_model
+    from arts.tasks.base import resolve_task
 
     cfg = SearchConfig(
         task="incident-rca", group=2, budget={"rounds": 2}, scientist={"candidates": 3, "audits": 1}

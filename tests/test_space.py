@@ -3,7 +3,7 @@ the region map and its bounded rendering (pure functions; a test applies the ret
 
 from __future__ import annotations
 
-from search.space import (
+from arts.search.space import (
     archive,
     best_supported,
     established,
@@ -27,7 +27,7 @@ from search.space import (
     unexplained,
     work,
 )
-from search.state import Evidence, Hypothesis, Node, Observation, Record, SearchState
+from arts.search.state import Evidence, Hypothesis, Node, Observation, Record, SearchState
 
 _FIELD = {Node: "nodes", Hypothesis: "hypotheses", Observation: "observations", Evidence: "evidence"}
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Rollout, SearchState
-from search.store import SCHEMA_VERSION, Store, StoreError, StoreLocked, StoreVersionError
+from arts.search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Rollout, SearchState
+from arts.search.store import SCHEMA_VERSION, Store, StoreError, StoreLocked, StoreVersionError
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = "x = 1  # padding to a realistic program size\n" * 110  # ~5 KB
@@ -167,8 +167,8 @@ def _spawn(code: str) -> subprocess.Popen[str]:
 
 def test_reopen_after_writer_sigkilled_mid_loop(tmp_path: Path) -> None:
     proc = _spawn(f"""
-        from search.state import Node
-        from search.store import Store
+        from arts.search.state import Node
+        from arts.search.store import Store
         store = Store.open({str(tmp_path)!r})
         i = 0
         while True:
@@ -197,7 +197,7 @@ def test_reopen_after_writer_sigkilled_mid_loop(tmp_path: Path) -> None:
 def _hold_lock(run_dir: Path) -> subprocess.Popen[str]:
     proc = _spawn(f"""
         import time
-        from search.store import Store
+        from arts.search.store import Store
         store = Store.open({str(run_dir)!r})
         print("ready", flush=True)
         time.sleep(60)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.base import TaskError, builtin_names, load_task, resolve_task
+from arts.tasks.base import TaskError, builtin_names, load_task, resolve_task
 
 GOOD = """name = "my-task"
 statement = "statement.md"

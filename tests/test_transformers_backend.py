@@ -14,12 +14,12 @@ import pytest
 import torch
 from pydantic import BaseModel, Field, create_model
 
-from policy import models
-from policy.base import Backend, BackendError, Sampling, Usage
-from policy.decoding import completion_logprobs
-from policy.registry import BACKENDS
-from policy.structured import parse_json_object
-from policy.transformers_backend import TransformersBackend
+from arts.policy import models
+from arts.policy.base import Backend, BackendError, Sampling, Usage
+from arts.policy.decoding import completion_logprobs
+from arts.policy.registry import BACKENDS
+from arts.policy.structured import parse_json_object
+from arts.policy.transformers_backend import TransformersBackend
 
 PROMPT = (
     "You steer a search over programs for circle packing. Nodes: 0 (seed, score 0.96), 3 (score 1.20), "
@@ -312,8 +312,8 @@ def test_completion_logprobs_shares_the_prompt_and_carries_gradients(tiny_backen
 
 
 def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
-    from policy.scientist import candidate_item
-    from policy.structured import salvage_items
+    from arts.policy.scientist import candidate_item
+    from arts.policy.structured import salvage_items
 
     item = candidate_item([1, 2])
     good = '{"parent": 2, "hypothesis": "set MARGIN to 0.02", "axis": "margin", "region": "constants", "probability": 0.5}'

@@ -20,17 +20,17 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from policy.base import BackendError
-from policy.scientist import candidate_schema, canonical_action, proposal_schema
-from rewards import RewardConfig
-from search.cli import _overrides, build_parser
-from search.config import SearchConfig, load_config
-from search.state import Node, Rollout
-from search.store import Store
+from arts.policy.base import BackendError
+from arts.policy.scientist import candidate_schema, canonical_action, proposal_schema
+from arts.rewards import RewardConfig
+from arts.search.cli import _overrides, build_parser
+from arts.search.config import SearchConfig, load_config
+from arts.search.state import Node, Rollout
+from arts.search.store import Store
 from tests.test_search import RuleBackend, make_task
-from training.grpo import GRPOConfig
-from training.logprobs import grammar_text
-from training.ttt import TestTimeTraining, weights_digest
+from arts.training.grpo import GRPOConfig
+from arts.training.logprobs import grammar_text
+from arts.training.ttt import TestTimeTraining, weights_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = [
@@ -137,13 +137,13 @@ RUNNER = """
 import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from policy.transformers_backend import TransformersBackend
+from arts.policy.transformers_backend import TransformersBackend
 from tests.test_search import RuleBackend
-import search.run as r
+import arts.search.run as r
 r.make_backend = lambda mc, sink, seed: (
     TransformersBackend({tiny!r}, usage_sink=sink, seed=seed) if mc.backend == "transformers" else RuleBackend(seed, delay={delay})
 )
-from search.config import SearchConfig
+from arts.search.config import SearchConfig
 cfg = SearchConfig(task={task!r}, ttt=True, group=4, budget={{"evals": 400, "rounds": {rounds}}},
                    executor_model={{"backend": "rules"}}, grpo={{"lr": 1e-2}},
                    scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640}})
@@ -199,7 +199,7 @@ def test_real_model_ttt_search_updates_the_scientist(tmp_path):
     """`arts search --ttt` with the embedded model as scientist and executor on a small task.
     Invalid actions are penalised (reward -1) so that a group mixing valid and invalid actions carries
     signal even when no valid one beats the seed."""
-    from search.cli import main
+    from arts.search.cli import main
 
     task = make_task(tmp_path / "task")
     code = main([
@@ -225,10 +225,10 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
 ):
     """TTT with the scientist behind an OpenAI-compatible server (`arts serve`, as vLLM would be): the
     weights train in a local copy and every checkpoint is loaded into the server under a new name."""
-    import search.run
-    from policy.serve import build_app
-    from policy.transformers_backend import TransformersBackend
-    from search.run import start_run
+    import arts.search.run
+    from arts.policy.serve import build_app
+    from arts.policy.transformers_backend import TransformersBackend
+    from arts.search.run import start_run
     from tests.test_openai_backend import serving
 
     served = TransformersBackend(str(tiny_model_dir), seed=0)
@@ -240,7 +240,7 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
             return executor
         return real_make(mc, sink, seed)
 
-    monkeypatch.setattr("search.run.make_backend", make)
+    monkeypatch.setattr("arts.search.run.make_backend", make)
     with serving(build_app(served, served_name="tiny")) as url:
         cfg = SearchConfig(
             task=str(make_task(tmp_path / "task")),

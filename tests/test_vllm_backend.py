@@ -24,8 +24,8 @@ from vllm.lora.request import LoRARequest  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 from vllm.sampling_params import SamplingType, StructuredOutputsParams  # noqa: E402
 
-from policy.base import BackendError, Sampling  # noqa: E402
-from policy.vllm_backend import (  # noqa: E402
+from arts.policy.base import BackendError, Sampling  # noqa: E402
+from arts.policy.vllm_backend import (  # noqa: E402
     VLLMBackend,
     completion_logprobs,
     engine_args,

@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from training.checkpoint import ADAPTER_FILES, checkpoint_path, checkpoints
+from arts.training.checkpoint import ADAPTER_FILES, checkpoint_path, checkpoints
 
 
 class RunInfo(BaseModel):

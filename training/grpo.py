@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rewards import group_advantages, is_degenerate
+from arts.rewards import group_advantages, is_degenerate
 
 if TYPE_CHECKING:
     import torch
 
-    from training.logprobs import ActionTarget
+    from arts.training.logprobs import ActionTarget
 
 
 class GRPOConfig(BaseModel):
@@ -169,7 +169,7 @@ def group_loss(
     """The clipped-ratio loss of one group, averaged over its action tokens, and its diagnostics."""
     import torch
 
-    from training.logprobs import target_logprobs
+    from arts.training.logprobs import target_logprobs
 
     new, mask = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
     old = torch.zeros_like(new)

@@ -26,8 +26,8 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from policy.decoding import completion_logprobs
-from policy.scientist import candidate_schema, canonical_action
+from arts.policy.decoding import completion_logprobs
+from arts.policy.scientist import candidate_schema, canonical_action
 
 ACTION_KEYS = ("parent", "hypothesis", "axis")
 """The single action's fields, in the order the action schema (and so the grammar) writes them."""

@@ -9,7 +9,7 @@ Actions are trained in the form the grammar emits (`training.logprobs.grammar_te
 adapter keeps writing what constrained decoding accepts.
 
 Records reach this module as plain dicts: the run store belongs to `search`, which `training` does not
-import. `main` reads saved datasets, so multi-GPU training (`accelerate launch -m training.offline`)
+import. `main` reads saved datasets, so multi-GPU training (`accelerate launch -m arts.training.offline`)
 needs no store at all. Deliberately small: CPU-friendly defaults, a few steps, no evaluation split.
 """
 
@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from training.logprobs import grammar_text
+from arts.training.logprobs import grammar_text
 
 RECORD_FIELDS = ("run", "round", "group", "prompt", "action", "reward", "node", "adapter", "model")
 
@@ -146,7 +146,7 @@ def _trainer(config: OfflineConfig, base: Path, rows: list[dict[str, Any]], work
 def train(records: list[dict[str, Any]], out: Path, config: OfflineConfig, model: str | None = None) -> Path:
     """Train an adapter on `records` into `out` (peft format + README.md). `model` overrides the
     records' base model; all records must share one."""
-    from policy.models import resolve_model
+    from arts.policy.models import resolve_model
 
     specs = {r.get("model") for r in records}
     if model is None and len(specs) > 1:
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     """Train from datasets written by `arts rollouts export` (the multi-GPU entry point)."""
     from datasets import concatenate_datasets, load_from_disk
 
-    p = argparse.ArgumentParser(prog="python -m training.offline", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m arts.training.offline", description=main.__doc__)
     p.add_argument("--data", nargs="+", required=True, help="dataset folders from `arts rollouts export`")
     p.add_argument("--out", required=True)
     p.add_argument("--model", help="base model (default: the one recorded in the data)")

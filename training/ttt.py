@@ -32,11 +32,11 @@ from typing import Any
 
 import torch
 
-from policy.base import BackendError
-from rewards import RewardConfig, group_rewards
-from training.checkpoint import checkpoints, load_optimizer, load_weights, read_state, save_checkpoint
-from training.grpo import Group, GRPOConfig, grpo_update, lora_config, make_optimizer
-from training.logprobs import action_schema, adapter_scope, build_targets, grammar_text, score_targets
+from arts.policy.base import BackendError
+from arts.rewards import RewardConfig, group_rewards
+from arts.training.checkpoint import checkpoints, load_optimizer, load_weights, read_state, save_checkpoint
+from arts.training.grpo import Group, GRPOConfig, grpo_update, lora_config, make_optimizer
+from arts.training.logprobs import action_schema, adapter_scope, build_targets, grammar_text, score_targets
 
 ADAPTER = "ttt"
 """Name of the trained adapter on the backend (the scientist samples with it)."""
@@ -59,7 +59,7 @@ class TestTimeTraining:
     def __init__(
         self, backend: Any, config: GRPOConfig, reward: RewardConfig, run_dir: Path, serving: Any = None
     ):
-        from policy.transformers_backend import TransformersBackend
+        from arts.policy.transformers_backend import TransformersBackend
 
         if not isinstance(backend, TransformersBackend):
             raise BackendError(
