@@ -96,7 +96,7 @@ def _read_overlay(task_files: list[str], overlay: Path) -> dict[str, str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from arts.tasks.sandbox import run_evaluation
+    from arts.tasks.evaluate import run_evaluation
 
     task = resolve_task(args.task)
     files = task.seed_files()

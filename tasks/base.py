@@ -2,7 +2,7 @@
 
 A task is a directory with `task.toml` (see DESIGN.md). Built-in tasks and users' own directories go
 through the same loader, so a user task gets exactly the checks a built-in one does. Every error names
-the file, the field and the fix. This module reads files only; running anything is `tasks.sandbox`.
+the file, the field and the fix. This module reads files only; running anything is the sandbox's (`tasks.evaluate`).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 An `answer`-kind task has no evaluator: the search learns only from what it reads in the material
 (logs, metrics, change lists). `run_readonly` runs one text tool (grep, head, tail, wc, ls, cat, sort,
 uniq, cut) in a working copy that holds the material and never the hidden files, under the isolation and
-limits of `tasks.sandbox` (own uid, no network, the task directory hidden, time and memory limits).
+limits that evaluations get (`tasks.isolation`: own uid, no network, the task directory hidden, time and
+memory limits).
 `read_lines` and `grep_lines` are the two tools an investigator is handed, built on it.
 
 Every argument is checked before anything runs, deny by default: argv[0] must be on the allow-list, each
@@ -18,7 +19,6 @@ and running two commands at once in one working copy (each call refreshes it: gi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -27,7 +27,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from arts.tasks.base import CommandConfig, Task, load_task
-from arts.tasks.sandbox import TAIL_BYTES, _execute, _plan, _prepare, _remove, _state_dir, _uid_lease, isolation
+from arts.tasks.isolation import lease, plan_for
+from arts.tasks.process import TAIL_BYTES, execute
+from arts.tasks.workcopy import prepare
 
 SYSTEM_BIN = "/usr/bin:/bin"
 """Where allowed commands are looked up: never the working copy nor the interpreter's directory."""
@@ -166,14 +168,10 @@ def run_readonly(
     workdir = Path(workdir).resolve()
     program = check_argv(argv, workdir)
     cfg = CommandConfig(command=argv, timeout_s=timeout_s, memory_mb=MEMORY_MB, max_procs=MAX_PROCS)
-    with _uid_lease() if isolation().uid_drop else contextlib.nullcontext() as uid:
-        try:
-            _prepare(task, {}, workdir, uid, with_hidden=False)
-            check_argv(argv, workdir)  # again: the copy is fresh, so no link planted earlier leads out
-            o = _execute([program, *argv[1:]], cfg, workdir, _plan(task, cfg, workdir, uid))
-        finally:
-            if uid is not None:
-                _remove(_state_dir() / "stubs" / str(uid))
+    with lease() as uid:
+        prepare(task, {}, workdir, uid, with_hidden=False)
+        check_argv(argv, workdir)  # again: the copy is fresh, so no link planted earlier leads out
+        o = execute([program, *argv[1:]], cfg, workdir, plan_for(task, cfg, workdir, uid))
     stopped = {"timeout": f"stopped: timeout after {timeout_s:g}s", "output": "stopped: too much output"}
     started = o.stopped in ("", *stopped)  # otherwise o.stopped says why it could not start
     output, truncated = _output(o.stdout, o.stderr, max_output, stopped.get(o.stopped, o.stopped))

@@ -2,7 +2,7 @@
 refuse candidates that crash, cheat or return garbage.
 
 Commands run as the sandbox runs them (a fresh working copy, one thread, the task's memory limit, a
-leading `python` replaced by this interpreter) but without `tasks.sandbox`, so these tests check the
+leading `python` replaced by this interpreter) but without the sandbox, so these tests check the
 tasks alone.
 """
 

@@ -28,7 +28,7 @@ from scripts.make_incidents import (
 from scripts.rca_heuristic import diagnose_case, diagnose_incident
 from scripts.rca_heuristic import main as heuristic_main
 from arts.tasks.base import BUILTIN_DIR, Task, TaskError, load_task
-from arts.tasks.sandbox import run_evaluation
+from arts.tasks.evaluate import run_evaluation
 
 SEEDS = range(100, 160)
 """Generator seeds for the calibration checks (the committed case uses DEFAULT_SEED * 1000 + k)."""

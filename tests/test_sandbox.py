@@ -1,4 +1,5 @@
-"""Adversarial tests of tasks.sandbox: one property per test, each on a tiny task whose evaluator runs solution.py."""
+"""Adversarial tests of the sandbox (`run_evaluation` under `tasks.isolation`): one property per test, each
+on a tiny task whose evaluator runs solution.py."""
 
 import json
 import os
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from arts.tasks.base import Task, load_task
-from arts.tasks.sandbox import TAIL_BYTES, isolation, network_isolated, run_evaluation
+from arts.tasks.evaluate import run_evaluation
+from arts.tasks.isolation import network_isolated, probe
+from arts.tasks.process import TAIL_BYTES
 
 # The default evaluator: run the candidate; score 1.0 if it exited cleanly; its note.txt becomes the message.
 EVALUATE = """
@@ -67,7 +70,7 @@ def run(task: Task, solution: str = "print('hi')", workdir: Path | None = None, 
 
 def require(available: bool, what: str) -> None:
     if not available:
-        pytest.skip(f"needs {what}; here: {isolation().note}")
+        pytest.skip(f"needs {what}; here: {probe().note}")
 
 
 def processes_in(workdir: Path, settle_s: float = 1.0) -> list[int]:
@@ -128,7 +131,7 @@ def test_memory_bomb_is_killed(tmp_path):
 
 
 def test_fork_bomb_is_contained(tmp_path):
-    require(os.geteuid() != 0 or isolation().uid_drop, "a process limit (as root, only after a uid drop)")
+    require(os.geteuid() != 0 or probe().uid_drop, "a process limit (as root, only after a uid drop)")
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
     r = run(make_task(tmp_path, timeout=2, max_procs=16), bomb)
     assert r.reason == "timeout after 2s"
@@ -164,7 +167,7 @@ open("note.txt", "w").write(note)
 
 
 def test_cannot_write_outside_working_copy(tmp_path):
-    require(isolation().uid_drop, "a per-evaluation uid (root)")
+    require(probe().uid_drop, "a per-evaluation uid (root)")
     tmp_path.chmod(0o755)  # reachable, so that a write fails on ownership, not on a closed path
     (tmp_path / "sibling").mkdir()
     task = make_task(tmp_path)
@@ -213,7 +216,7 @@ def test_planted_module_cannot_shadow_evaluator_imports(tmp_path):
 
 
 def test_symlink_planted_in_working_copy_is_not_followed(tmp_path):
-    require(isolation().uid_drop, "a per-evaluation uid (root)")
+    require(probe().uid_drop, "a per-evaluation uid (root)")
     victim = tmp_path / "victim.txt"
     victim.write_text("precious")
     task = make_task(tmp_path)
@@ -288,7 +291,7 @@ def test_hidden_files_only_in_test_split(tmp_path):
 
 
 def test_task_directory_is_hidden_from_the_program(tmp_path):
-    require(isolation().mounts, "a mount namespace (root with CAP_SYS_ADMIN)")
+    require(probe().mounts, "a mount namespace (root with CAP_SYS_ADMIN)")
     task = make_task(tmp_path, hidden={"grader/test.py": "", "grader/truth.txt": "7"})
     peek = f"""
 try:
@@ -316,7 +319,7 @@ def test_crash_reports_last_stderr_line(tmp_path):
 
 
 def test_escaped_background_process_is_killed(tmp_path):
-    require(isolation().uid_drop, "a per-evaluation uid (root)")
+    require(probe().uid_drop, "a per-evaluation uid (root)")
     daemon = """
 import os, time
 if os.fork() == 0:
@@ -333,7 +336,7 @@ os.wait()
 
 
 def test_concurrent_evaluations_get_distinct_uids(tmp_path):
-    require(isolation().uid_drop, "a per-evaluation uid (root)")
+    require(probe().uid_drop, "a per-evaluation uid (root)")
     task = make_task(
         tmp_path, writes("{'score': 1, 'valid': True, 'metrics': {'uid': os.getuid()}}", "time.sleep(0.5)")
     )
