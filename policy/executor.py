@@ -24,7 +24,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message, Sampling
-from arts.policy.edits import EditError, Targets, apply_edit, constant_menus, edit_schema, list_targets, unwrap
+from arts.policy.edits import (
+    EditError,
+    Targets,
+    apply_edit,
+    constant_menus,
+    edit_schema,
+    list_targets,
+    unwrap,
+)
 from arts.policy.scientist import directed_target
 from arts.tasks.base import EvalResult
 

@@ -16,8 +16,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from arts.policy.base import Backend, Completion, Message, Sampling
+from arts.policy.parsing import salvage_items
 from arts.policy.sampler import normalise
-from arts.policy.structured import salvage_items
 
 HYPOTHESIS_CHARS = 120
 """Cap on a hypothesis: one concrete change fits; longer ones were prose the executor could not follow."""

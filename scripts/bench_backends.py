@@ -27,10 +27,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from pydantic import BaseModel, Field  # noqa: E402
 
-from arts.policy import decoding  # noqa: E402
+from arts.policy.backends import decoding  # noqa: E402
+from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Sampling  # noqa: E402
 from arts.policy.scientist import proposal_schema  # noqa: E402
-from arts.policy.transformers_backend import TransformersBackend  # noqa: E402
 
 PARAGRAPH = (
     "Node 3 packs 26 circles in the unit square with a sum of radii of 1.20 after replacing the greedy "

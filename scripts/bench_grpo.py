@@ -34,7 +34,7 @@ import psutil  # noqa: E402
 import torch  # noqa: E402
 from pydantic import ConfigDict, Field, create_model  # noqa: E402
 
-from arts.policy.transformers_backend import TransformersBackend  # noqa: E402
+from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.training.grpo import Group, GRPOConfig, grpo_update, lora_config, make_optimizer  # noqa: E402
 from arts.training.logprobs import adapter_scope, build_targets, grammar_text, score_targets  # noqa: E402
 

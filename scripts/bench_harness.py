@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     from transformers import AutoTokenizer
 
-    from arts.policy.models import resolve_model
+    from arts.policy.backends.weights import resolve_model
 
     tok = AutoTokenizer.from_pretrained(resolve_model(None))
     count = lambda t: len(tok.encode(t))  # noqa: E731 - the real tokenizer, as the backend counts

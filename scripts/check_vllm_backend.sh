@@ -8,13 +8,15 @@
 # `vllm.sampling_params.StructuredOutputsParams`, `vllm.lora.request.LoRARequest`, `vllm.outputs`,
 # `vllm.engine.arg_utils.EngineArgs` and `vllm.LLM`. tests/test_vllm_backend.py then builds the real
 # vLLM objects through the backend's own code path. The `gpu` test of a real `vllm.LLM` skips here.
+# arts itself is installed there editable and without dependencies, so `arts.policy.backends.vllm`
+# imports as it does in the project's environment.
 # Idempotent: a stamp file makes the second run skip the installs. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 VENV="${VLLM_VENV:-/work/vllm-venv}"
 STAMP="$VENV/.arts-vllm-stamp"
-want="$(sha256sum scripts/check_vllm_backend.sh | cut -d' ' -f1)"
+want="$(cat scripts/check_vllm_backend.sh pyproject.toml | sha256sum | cut -d' ' -f1)"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
     echo "arts: preparing $VENV for the vLLM check" >&2
@@ -22,11 +24,12 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
     pip install --no-deps "vllm==0.33.0"
     pip install "torch==2.13.0"  # the CPU wheel on this disk (find-links), not PyPI's CUDA build
     # What importing vllm's parameter classes needs (found by importing until nothing was missing),
-    # transformers and xgrammar as vllm 0.33 pins them (arts' policy.structured imports xgrammar), pytest.
+    # transformers and xgrammar as vllm 0.33 pins them, pytest.
     pip install "transformers>=5.16.1,<5.21" numpy packaging msgspec "pydantic>=2.12" regex cbor2 \
         psutil pyzmq urllib3 aiohttp requests openai-harmony openai cloudpickle pillow pybase64 \
         cachetools uvloop py-cpuinfo pyyaml tqdm "xgrammar==0.2.8" \
         prometheus-client fastapi partial-json-parser llguidance pytest
+    pip install --no-deps -e .  # the package layout lives in pyproject.toml, hence its place in the stamp
     echo "$want" > "$STAMP"
 fi
 "$VENV/bin/python" -c "import vllm, torch; print(f'vllm {vllm.__version__}, torch {torch.__version__}')"

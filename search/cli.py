@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve a local model (and adapter) through the OpenAI protocol", add_help=False
     )
     sv.add_argument("rest", nargs=argparse.REMAINDER)
-    sv.set_defaults(fn=lambda a: __import__("arts.policy.serve", fromlist=["main"]).main(a.rest))
+    sv.set_defaults(fn=lambda a: __import__("arts.policy.backends.serve", fromlist=["main"]).main(a.rest))
     return p
 
 

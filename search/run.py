@@ -23,7 +23,7 @@ else:  # pragma: no cover
 
 
 def make_backend(mc: ModelConfig, sink, seed: int) -> Backend:
-    from arts.policy.registry import backend_class
+    from arts.policy.backends.registry import backend_class
 
     cls = backend_class(mc.backend)
     if mc.backend == "openai":

@@ -17,7 +17,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 @pytest.fixture(scope="session")
 def embedded_backend():
     """TransformersBackend on the embedded SmolLM2-135M (converted once into the user cache)."""
-    from arts.policy.transformers_backend import TransformersBackend
+    from arts.policy.backends.transformers import TransformersBackend
 
     return TransformersBackend(seed=0)
 
@@ -28,7 +28,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    from arts.policy.models import resolve_model
+    from arts.policy.backends.weights import resolve_model
 
     out = tmp_path_factory.mktemp("tiny-llama")
     tokenizer = AutoTokenizer.from_pretrained(resolve_model(None))
@@ -54,7 +54,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def tiny_backend(tiny_model_dir: Path):
     """A fresh backend on the tiny model (function-scoped: adapter tests change it)."""
-    from arts.policy.transformers_backend import TransformersBackend
+    from arts.policy.backends.transformers import TransformersBackend
 
     return TransformersBackend(str(tiny_model_dir), seed=0)
 

@@ -82,7 +82,7 @@ def run_dir(tmp_path, tiny_backend) -> Path:
 
 
 def adapter_logits(backend) -> torch.Tensor:
-    from arts.policy.decoding import hf_model
+    from arts.policy.backends.decoding import hf_model
     from arts.training.logprobs import adapter_scope
 
     with torch.no_grad(), adapter_scope(backend.model, "ttt"):

@@ -31,7 +31,7 @@ SCHEMA = candidate_schema([1, 2])
 
 @pytest.fixture(scope="module")
 def trained_backend():
-    from arts.policy.transformers_backend import TransformersBackend
+    from arts.policy.backends.transformers import TransformersBackend
 
     return TransformersBackend(seed=0)
 

@@ -24,10 +24,10 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from arts.policy.backends.openai import OpenAIBackend
+from arts.policy.backends.serve import app_from_args, build_app, parse_args, schema_model
 from arts.policy.base import BackendError, Sampling, Usage
-from arts.policy.openai_backend import OpenAIBackend
-from arts.policy.serve import app_from_args, build_app, parse_args, schema_model
-from arts.policy.structured import schema_key
+from arts.policy.parsing import schema_key
 
 
 class Pick(BaseModel):
@@ -66,7 +66,7 @@ def serving(app: Any) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir):
-    from arts.policy.transformers_backend import TransformersBackend
+    from arts.policy.backends.transformers import TransformersBackend
 
     return TransformersBackend(str(tiny_model_dir), seed=0)
 

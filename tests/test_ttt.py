@@ -137,7 +137,7 @@ RUNNER = """
 import sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from arts.policy.transformers_backend import TransformersBackend
+from arts.policy.backends.transformers import TransformersBackend
 from tests.test_search import RuleBackend
 import arts.search.run as r
 r.make_backend = lambda mc, sink, seed: (
@@ -226,8 +226,8 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
     """TTT with the scientist behind an OpenAI-compatible server (`arts serve`, as vLLM would be): the
     weights train in a local copy and every checkpoint is loaded into the server under a new name."""
     import arts.search.run
-    from arts.policy.serve import build_app
-    from arts.policy.transformers_backend import TransformersBackend
+    from arts.policy.backends.serve import build_app
+    from arts.policy.backends.transformers import TransformersBackend
     from arts.search.run import start_run
     from tests.test_openai_backend import serving
 

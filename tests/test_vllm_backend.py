@@ -24,8 +24,7 @@ from vllm.lora.request import LoRARequest  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 from vllm.sampling_params import SamplingType, StructuredOutputsParams  # noqa: E402
 
-from arts.policy.base import BackendError, Sampling  # noqa: E402
-from arts.policy.vllm_backend import (  # noqa: E402
+from arts.policy.backends.vllm import (  # noqa: E402
     VLLMBackend,
     completion_logprobs,
     engine_args,
@@ -34,6 +33,7 @@ from arts.policy.vllm_backend import (  # noqa: E402
     sampling_params,
     to_completions,
 )
+from arts.policy.base import BackendError, Sampling  # noqa: E402
 
 
 class Verdict(BaseModel):

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from arts.policy.decoding import completion_logprobs
+from arts.policy.backends.decoding import completion_logprobs
 from arts.policy.scientist import candidate_schema, canonical_action
 
 ACTION_KEYS = ("parent", "hypothesis", "axis")

@@ -146,7 +146,7 @@ def _trainer(config: OfflineConfig, base: Path, rows: list[dict[str, Any]], work
 def train(records: list[dict[str, Any]], out: Path, config: OfflineConfig, model: str | None = None) -> Path:
     """Train an adapter on `records` into `out` (peft format + README.md). `model` overrides the
     records' base model; all records must share one."""
-    from arts.policy.models import resolve_model
+    from arts.policy.backends.weights import resolve_model
 
     specs = {r.get("model") for r in records}
     if model is None and len(specs) > 1:

@@ -59,7 +59,7 @@ class TestTimeTraining:
     def __init__(
         self, backend: Any, config: GRPOConfig, reward: RewardConfig, run_dir: Path, serving: Any = None
     ):
-        from arts.policy.transformers_backend import TransformersBackend
+        from arts.policy.backends.transformers import TransformersBackend
 
         if not isinstance(backend, TransformersBackend):
             raise BackendError(

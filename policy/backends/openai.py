@@ -32,9 +32,9 @@ from typing import Any
 import openai
 from pydantic import BaseModel
 
+from arts.policy.backends.registry import BACKENDS
 from arts.policy.base import BackendError, Completion, Message, Pricing, Prompt, Sampling, Usage, UsageSink
-from arts.policy.registry import BACKENDS
-from arts.policy.structured import parse_json_object, schema_key
+from arts.policy.parsing import parse_json_object, schema_key
 
 log = logging.getLogger(__name__)
 

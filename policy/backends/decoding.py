@@ -31,8 +31,8 @@ import torch
 import xgrammar as xgr
 from transformers import DynamicCache
 
+from arts.policy.backends.grammar import fill_and_apply, unpack_bitmask
 from arts.policy.base import Sampling
-from arts.policy.structured import fill_and_apply, unpack_bitmask
 
 
 @dataclass

@@ -5,9 +5,9 @@ from arts.tasks.registry import Registry
 BACKENDS: Registry[type] = Registry("backend")
 
 _BUILTIN = {
-    "transformers": "arts.policy.transformers_backend",
-    "openai": "arts.policy.openai_backend",
-    "vllm": "arts.policy.vllm_backend",
+    "transformers": "arts.policy.backends.transformers",
+    "openai": "arts.policy.backends.openai",
+    "vllm": "arts.policy.backends.vllm",
 }
 
 

@@ -1,7 +1,7 @@
 """The default backend: a transformers causal LM in this process, with LoRA adapters and grammar masks.
 
 It runs the embedded SmolLM2-135M on a laptop CPU, so every feature works end to end without a GPU.
-N samples of a prompt share one prefill (`policy.decoding.sample_group`); with a schema, xgrammar
+N samples of a prompt share one prefill (`policy.backends.decoding.sample_group`); with a schema, xgrammar
 masks every step and the answer is validated against the pydantic model — a failure is a typed
 `error` on the completion, never an exception. Each completion carries the log-prob of each sampled
 token under the masked temperature-1 distribution, and `logprobs(..., schema=)` replays the same
@@ -9,7 +9,7 @@ masks, so the two agree (GRPO needs exactly that). LoRA adapters are attached, s
 on the loaded base without reloading it; `.model` and `.tokenizer` are what training works on.
 
 Deliberately not done: batching different prompts (they run one after another), thread safety (one
-caller at a time; `policy.serve` holds a lock), and any download (see `policy.models`).
+caller at a time; `policy.backends.serve` holds a lock), and any download (see `policy.backends.weights`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
+from arts.policy.backends.decoding import Sample, completion_logprobs, sample_group
+from arts.policy.backends.grammar import GrammarCache
+from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.weights import DEFAULT_MODEL, resolve_model
 from arts.policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
-from arts.policy.decoding import Sample, completion_logprobs, sample_group
-from arts.policy.models import DEFAULT_MODEL, resolve_model
-from arts.policy.registry import BACKENDS
-from arts.policy.structured import GrammarCache, validate_json
+from arts.policy.parsing import validate_json
 
 
 def pick_device(device: str) -> torch.device:
@@ -259,7 +260,7 @@ class TransformersBackend:
 
     def grammar_masks(self, schema: type[BaseModel], completions: list[list[int]]) -> torch.Tensor:
         """Packed grammar masks (N, L, ceil(V/32)) replayed over N completions, right-padded with
-        all-allowed rows: the `allowed` argument of `policy.decoding.completion_logprobs`."""
+        all-allowed rows: the `allowed` argument of `policy.backends.decoding.completion_logprobs`."""
         length = max((len(c) for c in completions), default=0)
         width = self.grammars.bitmask(1).shape[-1]
         masks = torch.full((len(completions), length, width), -1, dtype=torch.int32)
@@ -285,7 +286,7 @@ class TransformersBackend:
 
     def load_adapter(self, name: str, path: str | Path) -> None:
         """Load (or replace) adapter `name` from a saved peft folder, frozen; `generate(adapter=name)`
-        selects it. The argument order (name, path) matches the other backends and `policy.serve`."""
+        selects it. The argument order (name, path) matches the other backends and `policy.backends.serve`."""
         from peft import PeftModel
 
         if not (Path(path) / "adapter_config.json").is_file():

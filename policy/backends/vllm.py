@@ -34,10 +34,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from arts.policy.backends.openai import as_messages, prompt_batch
+from arts.policy.backends.registry import BACKENDS
 from arts.policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
-from arts.policy.openai_backend import as_messages, prompt_batch
-from arts.policy.registry import BACKENDS
-from arts.policy.structured import validate_json
+from arts.policy.parsing import validate_json
 
 INSTALL_HINT = (
     "the vllm backend needs vLLM on a CUDA machine: `pip install 'arts[vllm]'` in an environment with "
@@ -143,7 +143,7 @@ class VLLMBackend:
             import vllm
         except ImportError as e:
             raise BackendError(f"{INSTALL_HINT} (import failed: {e})") from None
-        from arts.policy.models import DEFAULT_MODEL, resolve_model
+        from arts.policy.backends.weights import DEFAULT_MODEL, resolve_model
 
         self.model_id = model or DEFAULT_MODEL
         self.usage_sink = usage_sink

@@ -318,10 +318,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def app_from_args(args: argparse.Namespace) -> FastAPI:
     """The backend named by `--backend` on `--model`, with `--adapter` loaded, as an app."""
-    import arts.policy.openai_backend  # noqa: F401  (importing a backend module registers it)
-    import arts.policy.transformers_backend  # noqa: F401
-    import arts.policy.vllm_backend  # noqa: F401
-    from arts.policy.registry import BACKENDS
+    import arts.policy.backends.openai  # noqa: F401  (importing a backend module registers it)
+    import arts.policy.backends.transformers  # noqa: F401
+    import arts.policy.backends.vllm  # noqa: F401
+    from arts.policy.backends.registry import BACKENDS
 
     cls = BACKENDS.get(args.backend)
     backend = cls(args.model) if args.model else cls()
