@@ -23,7 +23,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.base import Backend, Completion, Message, Sampling
+from arts.policy.base import Backend, Completion
+from arts.policy.call import ask, chat
 
 Category = Literal["implementation", "design", "method"]
 """implementation: the code is wrong; design: the evaluation or protocol is wrong; method: the idea is."""
@@ -175,12 +176,17 @@ class Analyst:
     def _call(
         self, system: str, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None
     ) -> BaseModel | None:
-        messages: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-        sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
-        out = self.backend.generate(
-            messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose
+        """The parsed answer (None when it did not validate); the completion is kept in `last`."""
+        self.last = ask(
+            self.backend,
+            chat(system, user),
+            schema,
+            purpose=purpose,
+            temperature=self.config.temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            adapter=self.adapter,
         )
-        self.last = out[0][0]
         parsed = self.last.parsed
         return parsed if isinstance(parsed, schema) else None
 

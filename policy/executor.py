@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from arts.policy.base import Backend, Message, Sampling
+from arts.policy.base import Backend, Message
+from arts.policy.call import ask
 from arts.policy.edits import (
     EditError,
     Targets,
@@ -404,15 +405,17 @@ class Executor:
     ) -> tuple[dict[str, Any], BaseModel | None]:
         """One constrained model call; returns the transcript entry and the action (None on failure)."""
         cfg = self.config
-        sampling = Sampling(temperature=temperature, max_tokens=cfg.draft_tokens if draft else cfg.max_tokens)
-        t0 = time.perf_counter()
-        comp = self.backend.generate(
-            [messages], n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose="executor"
-        )[0][0]
-        out.model_s += time.perf_counter() - t0
+        comp = ask(
+            self.backend,
+            messages,
+            schema,
+            purpose="executor",
+            temperature=temperature,
+            max_tokens=cfg.draft_tokens if draft else cfg.max_tokens,
+            adapter=self.adapter,
+            spent=out,
+        )
         out.actions += 1
-        out.prompt_tokens += comp.prompt_tokens
-        out.completion_tokens += comp.completion_tokens
         if comp.error is not None or comp.parsed is None:
             why = comp.error or "no object was returned"
             error = f"the answer was not a valid action: {_one_line(why, cfg.feedback_chars)}"

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.base import Backend, Completion, Message, Sampling
+from arts.policy.base import Backend, Message
+from arts.policy.call import ask
 
 SYSTEM = "You investigate case material to test a hypothesis. Answer with one JSON action."
 ANSWER_SYSTEM = "You write the answer of a diagnosis task as JSON."
@@ -276,7 +276,17 @@ class Investigator:
             ops, schema = self._offer(step, hypothesis, tools.files, last, out.findings)
             messages = self.prompt(hypothesis, tools.files, last, out.findings, list(ops), task_summary)
             step_seed = None if seed is None else seed + step
-            comp = self._call(messages, schema, cfg.max_tokens, "investigate", step_seed, out)
+            comp = ask(
+                self.backend,
+                messages,
+                schema,
+                purpose="investigate",
+                temperature=cfg.temperature,
+                max_tokens=cfg.max_tokens,
+                seed=step_seed,
+                adapter=self.adapter,
+                spent=out,
+            )
             entry: dict[str, Any] = {"step": step}
             out.transcript.append(entry)
             if comp.parsed is None:
@@ -348,7 +358,17 @@ class Investigator:
         cfg = self.config
         messages = self.answer_prompt(hypothesis, out.answer, out.findings, task_summary)
         answer_seed = None if seed is None else seed + cfg.max_steps
-        comp = self._call(messages, answer_model, cfg.answer_tokens, "answer", answer_seed, out)
+        comp = ask(
+            self.backend,
+            messages,
+            answer_model,
+            purpose="answer",
+            temperature=cfg.temperature,
+            max_tokens=cfg.answer_tokens,
+            seed=answer_seed,
+            adapter=self.adapter,
+            spent=out,
+        )
         if comp.parsed is None:
             why = _one_line(comp.error or "no object was returned", 300)
             out.reason = f"the answer did not fit the schema ({why}); the previous answer is kept"
@@ -356,22 +376,3 @@ class Investigator:
             return
         out.answer = comp.parsed.model_dump(mode="json", by_alias=True, exclude_none=True)
         out.transcript.append({"step": "answer", "answer": out.answer, "error": None})
-
-    def _call(
-        self,
-        messages: list[Message],
-        schema: type[BaseModel],
-        max_tokens: int,
-        purpose: str,
-        seed: int | None,
-        out: InvestigationResult,
-    ) -> Completion:
-        sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
-        t0 = time.perf_counter()
-        comp = self.backend.generate(
-            [messages], n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose
-        )[0][0]
-        out.model_s += time.perf_counter() - t0
-        out.prompt_tokens += comp.prompt_tokens
-        out.completion_tokens += comp.completion_tokens
-        return comp

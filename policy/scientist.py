@@ -15,7 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.base import Backend, Completion, Message, Sampling
+from arts.policy.base import Backend, Completion, Message
+from arts.policy.call import ask, chat
 from arts.policy.parsing import salvage_items
 from arts.policy.sampler import normalise
 
@@ -200,13 +201,21 @@ class Scientist:
         self.config = config
         self.adapter = adapter
 
-    def _call(self, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None):
-        messages: list[Message] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": user}]
-        sampling = Sampling(temperature=self.config.temperature, max_tokens=max_tokens, seed=seed)
-        out = self.backend.generate(
-            messages, n=1, sampling=sampling, schema=schema, adapter=self.adapter, purpose=purpose
+    def _call(
+        self, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None
+    ) -> tuple[list[Message], Completion]:
+        messages = chat(SYSTEM, user)
+        c = ask(
+            self.backend,
+            messages,
+            schema,
+            purpose=purpose,
+            temperature=self.config.temperature,
+            max_tokens=max_tokens,
+            seed=seed,
+            adapter=self.adapter,
         )
-        return messages, out[0][0]
+        return messages, c
 
     def audit(self, context: str, seed: int | None = None) -> tuple[AuditNotes | None, Completion]:
         user = (

@@ -95,7 +95,7 @@ def _run(answers: list, config: ExecutorConfig | None = None, files=None, hypoth
 
 
 def _user(call: dict) -> str:
-    return call["prompts"][0][-1]["content"]
+    return call["prompts"][-1]["content"]
 
 
 def test_stops_at_the_first_valid_validation():
@@ -211,7 +211,7 @@ def test_targets_the_hypothesis_names_are_offered_first_then_everything():
 
 def test_prompt_is_short_and_names_the_hypothesis_and_targets():
     _, backend, _ = _run([set_constant("RADIUS", 0.2)], hypothesis="Make it larger.")
-    system, user = backend.calls[0]["prompts"][0]
+    system, user = backend.calls[0]["prompts"]
     assert system["content"].startswith("Implement the hypothesis exactly as given")
     assert "Hypothesis: Make it larger." in user["content"]
     assert "Constants: RADIUS = 0.1, COUNT = 5" in user["content"] and "Functions: score" in user["content"]

@@ -176,10 +176,10 @@ def test_notes_become_findings_about_the_file_last_looked_at():
     assert "disk full" in result.transcript[0]["output"] and result.transcript[3]["op"] == "note"
     assert (result.prompt_tokens, result.completion_tokens) == (500, 100)
     assert [c["purpose"] for c in backend.calls] == ["investigate"] * 4 + ["answer"]
-    step_prompt = backend.calls[2]["prompts"][0][1]["content"]  # after the read and the first note
+    step_prompt = backend.calls[2]["prompts"][1]["content"]  # after the read and the first note
     assert step_prompt.endswith(f"Hypothesis: {HYPOTHESIS}") and "Output of read" in step_prompt
     assert "support: 1: 10:01 db ERROR disk full" in step_prompt
-    assert json.dumps(ANSWER, separators=(", ", ": ")) in backend.calls[4]["prompts"][0][1]["content"]
+    assert json.dumps(ANSWER, separators=(", ", ": ")) in backend.calls[4]["prompts"][1]["content"]
 
 
 def test_narrowed_steps_offer_only_hypothesis_words_shown_lines_and_their_numbers():
@@ -210,7 +210,7 @@ def test_narrowed_steps_offer_only_hypothesis_words_shown_lines_and_their_number
     )
     schemas = [json.dumps(c["schema"].model_json_schema()) for c in backend.calls[:3]]
     assert '"note"' not in schemas[0] and '"note"' in schemas[1] and '"note"' not in schemas[2]
-    assert "- note:" not in backend.calls[0]["prompts"][0][1]["content"]
+    assert "- note:" not in backend.calls[0]["prompts"][1]["content"]
 
 
 def test_without_narrowing_any_pattern_and_observation_is_taken():
@@ -247,7 +247,7 @@ def test_the_last_step_only_notes_when_nothing_was_noted():
     result = Investigator(backend, cfg).run(HYPOTHESIS, None, schema_model(SCHEMA), FakeTools().tools())
     last = json.dumps(backend.calls[1]["schema"].model_json_schema())
     assert '"read"' not in last and '"grep"' not in last and '"note"' in last
-    assert "- read:" not in backend.calls[1]["prompts"][0][1]["content"]
+    assert "- read:" not in backend.calls[1]["prompts"][1]["content"]
     assert result.answer is None and len(result.findings) == 1
 
 
@@ -265,8 +265,8 @@ def test_a_failing_tool_is_shown_back_and_the_output_is_clipped():
     cfg = InvestigatorConfig(max_steps=3, note_last=False, output_chars=300)
     result = Investigator(backend, cfg).run(HYPOTHESIS, ANSWER, schema_model(SCHEMA), tools.tools())
     assert "error: FileNotFoundError" in result.transcript[0]["output"]
-    assert "error: FileNotFoundError" in backend.calls[1]["prompts"][0][1]["content"]
-    third = backend.calls[2]["prompts"][0][1]["content"]
+    assert "error: FileNotFoundError" in backend.calls[1]["prompts"][1]["content"]
+    third = backend.calls[2]["prompts"][1]["content"]
     assert "x" * 290 in third and "x" * 301 not in third
     assert len(result.transcript[1]["output"]) <= 300 and result.answer == ANSWER
 
