@@ -42,7 +42,7 @@ _FORBID = ConfigDict(extra="forbid")
 class AnalysisConfig(BaseModel):
     """How the analysis calls are asked."""
 
-    model_config = _FORBID
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     temperature: float = Field(0.3, ge=0)
     """Sampling temperature of every analysis call (0 is greedy)."""
     report_chars: int = Field(1200, ge=200)

@@ -53,7 +53,7 @@ class Usage(BaseModel):
 class Pricing(BaseModel):
     """Optional prices in dollars per million tokens, so that a budget can be given in money."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     input_per_m: float = 0.0
     cached_per_m: float = 0.0
     output_per_m: float = 0.0

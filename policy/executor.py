@@ -57,7 +57,7 @@ SIMPLE_OPS = {"set_constant", "set_return"}
 class ExecutorConfig(BaseModel):
     """How the executor asks for and applies edits."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_actions: int = Field(6, ge=1)
     """Model calls per hypothesis; a rejected edit, a read_file and an unparsable answer each cost one."""
     max_evals: int = Field(2, ge=1)

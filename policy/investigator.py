@@ -45,7 +45,7 @@ MAX_LINE = 99_999
 class InvestigatorConfig(BaseModel):
     """How the investigator asks for actions and for the answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     max_steps: int = Field(4, ge=1)
     """Action calls per hypothesis (read, grep or note); each costs one model call."""
     max_tokens: int = Field(96, gt=0)

@@ -33,7 +33,7 @@ SYSTEM = "You are a research scientist running experiments on a program. Answer 
 class ScientistConfig(BaseModel):
     """How the scientist is asked."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     audits: int = Field(2, ge=0)
     """The first R calls are baseline audits (no expansion)."""
     candidates: int = Field(5, ge=1, le=10)

@@ -32,7 +32,7 @@ else:  # pragma: no cover
 class ModelConfig(BaseModel):
     """Which model answers, through which backend."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     backend: str = "transformers"
     """transformers (local, default), vllm (GPU, extra), openai (any OpenAI-compatible server), or module:attr."""
     model: str | None = None
@@ -46,7 +46,7 @@ class ModelConfig(BaseModel):
 class BudgetConfig(BaseModel):
     """A run stops as soon as any budget is spent."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     evals: int = Field(20, ge=1)
     """Sandboxed evaluations (every executor validate call counts)."""
     rounds: int = Field(100, ge=1)
@@ -60,7 +60,7 @@ class BudgetConfig(BaseModel):
 
 
 class SearchConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     task: str = "circle-packing-26"
     """Built-in task name or task directory."""
     method: Literal["arts", "greedy", "random", "mutate"] = "arts"

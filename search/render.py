@@ -17,7 +17,7 @@ from arts.search.state import Node, SearchState
 
 
 class RenderConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     budget_tokens: int = Field(900, ge=200)
     """Upper bound on the rendered state's tokens (the ask and the schema come on top)."""
     best: int = Field(3, ge=1)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 class GRPOConfig(BaseModel):
     """LoRA GRPO for test-time training (`arts search --ttt`) and its schedule."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     lora_rank: int = Field(8, ge=1, le=256)
     """LoRA rank r of every adapted layer (vLLM serves up to `max_lora_rank`, 16 by default)."""
     lora_alpha: float = Field(16.0, gt=0)
