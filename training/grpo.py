@@ -13,7 +13,7 @@ completions are grammar-constrained actions drawn by an external sampler. The is
 N=4, 585 prompt tokens, 60-token completions, LoRA r=8 on all linear layers: 31-42 s and 9.4 GB per
 update with GRPOTrainer, 16-21 s and 8.4 GB for a plain padded batch, 5.6-7.7 s and 4.1 GB when the
 prompt runs once with gradients and its KV cache is shared by the N completions
-(`policy.decoding.completion_logprobs`), which is what `grpo_update` does; `scripts/bench_grpo.py`
+(`policy.backends.decoding.completion_logprobs`), which is what `grpo_update` does; `scripts/bench_grpo.py`
 measures the last two here. The loss follows TRL's `_compute_loss` (token-level clipped ratio, k3 KL
 estimator), written out because TRL keeps it inside the trainer, not as a function.
 

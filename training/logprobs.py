@@ -2,7 +2,7 @@
 
 GRPO scores one action text after one state prompt under the grammar mask that sampling used, once
 without gradients (the old policy, when the action is drawn) and once with them (the update). Both go
-through `policy.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
+through `policy.backends.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
 ratio before the first update is 1 up to float rounding (the two calls batch different rows).
 
 Action texts from stored rollouts are re-serialised through `policy.scientist.canonical_action`
@@ -12,7 +12,7 @@ The length-capped string fields of the action schema allow no escapes at all (`[
 action holding a quote, a backslash or a newline cannot be scored; `build_targets` returns None for it
 and the caller leaves it out of training.
 
-Deliberately not here: anything that decides what to train on (that is `training.ttt`).
+Deliberately not here: anything that decides what to train on (that is `search.learning`).
 """
 
 from __future__ import annotations
