@@ -2,9 +2,10 @@
 
 The default executor is a 135M model: free-form diffs and rewrites gave 0 valid edits in 33 tries, grammar-
 constrained JSON gave 40 valid objects of 40. So an edit is one small typed action, and `edit_schema` builds
-per call a pydantic model whose `Literal` enums hold the file's real constants, functions and line anchors.
-`apply_edit` checks the result before an evaluation is spent (Python must parse, something must change);
-`random_edit` samples the same action space without a model (the random-mutation baseline).
+per call a pydantic model whose `Literal` enums hold the file's real constants, functions and line anchors
+(`policy.targets` finds them). `apply_edit` checks the result before an evaluation is spent (Python must
+parse, something must change); `value_menu` gives the values a numeric constant may move to, which the
+executor's grammar offers and the random-mutation baseline (`policy.mutation`) draws from.
 Not done: running anything (the sandbox does), renames, class-level edits other than `replace_lines`,
 or any check beyond parsing.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import ast
 import copy
-import random
 import re
 import textwrap
 from collections.abc import Callable
@@ -21,14 +21,24 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.expressions import pattern, random_expression, returns, shape_error, visible_names
+from arts.policy.expressions import pattern, returns, shape_error, visible_names
+from arts.policy.targets import (
+    anchor,
+    anchors,
+    body_statements,
+    constant_nodes,
+    function_nodes,
+    list_targets,
+    number,
+    parse,
+    span,
+)
 
 OPS = ("set_constant", "set_return", "replace_function", "replace_lines", "write_file", "read_file")
 VALUE_CHARS = 40
 """A constant's new value is a short one-line literal; the grammar caps it (and so forbids newlines)."""
 BODY_CHARS = 600
 """Cap on a function body, checked after decoding: under a maxLength xgrammar forbids escapes (newlines)."""
-ANCHOR_CHARS = 72
 
 
 class EditError(ValueError):
@@ -91,98 +101,6 @@ class ReadFile(_Action):
     op: Literal["read_file"] = "read_file"
 
 
-class Targets(BaseModel):
-    """The editable targets of one Python file."""
-
-    model_config = ConfigDict(extra="forbid")
-    constants: dict[str, str] = {}
-    """Module-level UPPER_CASE constant → source text of its current value."""
-    functions: dict[str, str] = {}
-    """Top-level function → source of its body (without the docstring)."""
-
-
-def _parse(text: str) -> ast.Module | None:
-    try:
-        return ast.parse(text)
-    except (SyntaxError, ValueError):
-        return None
-
-
-def _offset(text: str, lineno: int, col: int) -> int:
-    """Absolute string offset of an ast position (col_offset counts UTF-8 bytes)."""
-    lines = text.split("\n")
-    start = sum(len(line) + 1 for line in lines[: lineno - 1])
-    return start + len(lines[lineno - 1].encode()[:col].decode(errors="ignore"))
-
-
-def _span(text: str, node: ast.AST) -> tuple[int, int]:
-    return _offset(text, node.lineno, node.col_offset), _offset(text, node.end_lineno, node.end_col_offset)
-
-
-def _constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
-    out: dict[str, ast.expr] = {}
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            name, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
-            name, value = stmt.target.id, stmt.value
-        else:
-            continue
-        if name.isupper():  # UPPER_CASE
-            out[name] = value
-    return out
-
-
-def _function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
-    return {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef)}
-
-
-def _body_statements(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[ast.stmt]:
-    """The body without a leading docstring (which replace_function keeps)."""
-    first = fn.body[0]
-    is_doc = isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str)
-    return fn.body[1:] if is_doc and isinstance(first.value, ast.Constant) else fn.body
-
-
-def list_targets(source: str) -> Targets:
-    """Constants and top-level functions of a Python source; empty if it does not parse."""
-    tree = _parse(source)
-    if tree is None:
-        return Targets()
-    constants = {name: source[slice(*_span(source, v))] for name, v in _constant_nodes(tree).items()}
-    functions = {}
-    for name, fn in _function_nodes(tree).items():
-        first = (_body_statements(fn) or [None])[0]
-        start = _offset(source, first.lineno, first.col_offset) if first else 0
-        seg = source[start : _offset(source, fn.end_lineno, fn.end_col_offset)] if first else ""
-        functions[name] = textwrap.dedent(" " * (first.col_offset if first else 0) + seg)
-    return Targets(constants=constants, functions=functions)
-
-
-def return_functions(source: str) -> list[tuple[str, list[str]]]:
-    """(name, visible names) of the top-level functions that end in a one-line return (set_return targets)."""
-    tree = _parse(source)
-    fns = _function_nodes(tree) if tree else {}
-    return [
-        (n, visible_names(tree, fn)[0]) for n, fn in fns.items() if returns(fn) and visible_names(tree, fn)[0]
-    ]
-
-
-def anchor(lineno: int, line: str) -> str:
-    """The enum value that names a line: its number and stripped text (cut to ANCHOR_CHARS)."""
-    return f"{lineno} | {line.strip()}"[:ANCHOR_CHARS]
-
-
-def anchors(text: str, window: tuple[int, int] | None = None, limit: int = 40) -> list[str]:
-    """Anchors of the non-blank lines in `window` (1-based, inclusive), evenly thinned to `limit`."""
-    lines = text.split("\n")
-    lo, hi = window or (1, len(lines))
-    cands = [n for n in range(max(lo, 1), min(hi, len(lines)) + 1) if lines[n - 1].strip()]
-    if len(cands) > limit:
-        cands = [cands[i * len(cands) // limit] for i in range(limit)]
-    return [anchor(n, lines[n - 1]) for n in cands]
-
-
 def _enum(values: list[str]):
     return Literal[tuple(dict.fromkeys(values))]  # type: ignore[valid-type]
 
@@ -213,7 +131,7 @@ def edit_schema(
     # str for any other literal (Python source).
     groups: dict[type, list[str]] = {int: [], float: [], str: []}
     for name, src in ((k, v) for t in targets for k, v in t.constants.items() if only is None or k in only):
-        groups[type(_number(src)) if _number(src) is not None else str].append(name)
+        groups[type(number(src)) if number(src) is not None else str].append(name)
     lines = anchors(files[focus], window, max_anchors) if focus in files else []
     models: list[type[BaseModel]] = []
 
@@ -229,8 +147,8 @@ def edit_schema(
         elif group:
             add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
     for path, text in files.items() if "set_return" in ops else ():
-        tree = _parse(text) if path.endswith(".py") else None
-        for name, fn in (_function_nodes(tree) if tree else {}).items():
+        tree = parse(text) if path.endswith(".py") else None
+        for name, fn in (function_nodes(tree) if tree else {}).items():
             if (only is None or name in only) and returns(fn) is not None and visible_names(tree, fn)[0]:
                 # no maxLength: xgrammar ignores it next to a pattern, which bounds the length anyway
                 expr = (str, Field(pattern=pattern(*visible_names(tree, fn))))
@@ -268,9 +186,9 @@ def _normalise_block(text: str, indent: str) -> list[str]:
     block = textwrap.dedent(text.replace("\r\n", "\n").strip("\n")).split("\n")
     rest = [line for line in block[1:] if line.strip()]
     flush_first = not _indent_of(block[0]) and rest and all(_indent_of(line) for line in rest)
-    if flush_first and not _parse("\n".join(block)):
+    if flush_first and not parse("\n".join(block)):
         alt = [block[0], *textwrap.dedent("\n".join(block[1:])).split("\n")]
-        block = alt if _parse("\n".join(alt)) else block
+        block = alt if parse("\n".join(alt)) else block
     shift = len(indent) - len(_indent_of(block[0]))
     pad, cut = " " * max(shift, 0), max(-shift, 0)
     return [pad + line[min(cut, len(_indent_of(line))) :] if line.strip() else "" for line in block]
@@ -279,8 +197,8 @@ def _normalise_block(text: str, indent: str) -> list[str]:
 def _find(files: dict[str, str], name: str, kind: str) -> tuple[str, str, ast.AST]:
     """(path, text, node) of the first Python file defining constant/function `name`."""
     for path, text in files.items():
-        tree = _parse(text) if path.endswith(".py") else None
-        table = (_constant_nodes if kind == "constant" else _function_nodes)(tree) if tree else {}
+        tree = parse(text) if path.endswith(".py") else None
+        table = (constant_nodes if kind == "constant" else function_nodes)(tree) if tree else {}
         if name in table:
             return path, text, table[name]
     raise EditError(f"no {kind} named {name!r} in {list(files)}; pick one of the names listed")
@@ -293,7 +211,7 @@ def _set_constant(files: dict[str, str], action: SetConstant) -> tuple[str, str]
     except SyntaxError as e:
         raise EditError(f"value {value!r} is not a Python expression ({e.msg}); give a literal") from None
     path, text, node = _find(files, action.name, "constant")
-    a, b = _span(text, node)
+    a, b = span(text, node)
     return path, text[:a] + value + text[b:]
 
 
@@ -304,7 +222,7 @@ def _replace_function(files: dict[str, str], action: ReplaceFunction) -> tuple[s
     # The 135M model mostly starts a body with the signature (even twice); the file's header stays, so drop it.
     signature = re.compile(rf"^(\s*(async\s+)?def\s+{fn.name}\s*\(.*?\)\s*(->[^:]*)?:)+", re.S)
     source = signature.sub("", action.body, count=1)
-    lines, stmts = text.split("\n"), _body_statements(fn)
+    lines, stmts = text.split("\n"), body_statements(fn)
     first = stmts[0] if stmts else fn.body[0]  # a docstring-only body: insert after the docstring
     line = lines[first.lineno - 1]
     header = line[: len(line.encode()[: first.col_offset].decode(errors="ignore"))]
@@ -331,7 +249,7 @@ def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
         )
     if why := shape_error(fn, ret.value, ast.parse(action.expression, mode="eval").body):
         raise EditError(why)
-    a, b = _span(text, ret.value)
+    a, b = span(text, ret.value)
     end = text.find("\n", b)
     end = len(text) if end < 0 else end
     rest = text[b:end]  # a trailing comment describes the old expression: it goes with it
@@ -379,7 +297,7 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
         except SyntaxError as e:
             where = f"line {e.lineno}: {e.msg}: {(e.text or '').strip()}"
             raise EditError(f"{path} does not parse after the edit: {where}") from None
-        old = _parse(files.get(path, ""))
+        old = parse(files.get(path, ""))
         if old is not None and _code(old) == _code(tree):
             raise EditError(
                 f"no change to the code: the edit only touches comments or docstrings of {path}; change the program"
@@ -432,7 +350,7 @@ def constant_menus(
     menus: dict[str, list[int | float]] = {}
     for path, text in files.items():
         for name, src in list_targets(text).constants.items() if path.endswith(".py") else ():
-            value = _number(src)
+            value = number(src)
             if value is None:
                 continue
             menu = value_menu(value)
@@ -442,121 +360,3 @@ def constant_menus(
                 menu = [v for v in menu if keep(apply_edit(files, SetConstant(name=name, value=v)))]
             menus[name] = menu
     return menus
-
-
-def _perturb(value: int | float, rng: random.Random) -> int | float:
-    """A random entry of the value's menu: ints stay ints; always moves."""
-    return rng.choice(value_menu(value))
-
-
-def _numbers(text: str, tree: ast.Module) -> list[ast.Constant]:
-    """Numeric literals inside top-level functions whose source span is exactly the literal."""
-    walk = (n for fn in _function_nodes(tree).values() for n in ast.walk(fn))
-    nodes = [n for n in walk if isinstance(n, ast.Constant) and type(n.value) in (int, float)]
-    return [n for n in nodes if n.lineno == n.end_lineno and _number(text[slice(*_span(text, n))]) == n.value]
-
-
-def _literal_edit(path: str, text: str, node: ast.Constant, src: str) -> tuple[BaseModel, str, str]:
-    """(action, path, intended text): a literal replaced by `src`, as replace_lines over its line."""
-    a, b = _span(text, node)
-    new, n = text[:a] + src + text[b:], node.lineno
-    line = anchor(n, text.split("\n")[n - 1])
-    return ReplaceLines(file=path, start=line, end=line, text=new.split("\n")[n - 1]), path, new
-
-
-_SWAPS: dict[type, type] = {
-    ast.Add: ast.Sub,
-    ast.Sub: ast.Add,
-    ast.Mult: ast.Div,
-    ast.Div: ast.Mult,
-    ast.Lt: ast.Gt,
-    ast.Gt: ast.Lt,
-    ast.LtE: ast.GtE,
-    ast.GtE: ast.LtE,
-}
-
-
-def _operators(tree: ast.Module) -> list[ast.expr]:
-    """Single-line operator expressions inside functions: a binary or comparison operator to swap, or a
-    unary minus to drop."""
-    walk = (n for fn in _function_nodes(tree).values() for n in ast.walk(fn))
-    out: list[ast.expr] = []
-    for n in walk:
-        if getattr(n, "lineno", 0) != getattr(n, "end_lineno", -1):
-            continue
-        if isinstance(n, ast.BinOp) and type(n.op) in _SWAPS:
-            out.append(n)
-        elif isinstance(n, ast.Compare) and len(n.ops) == 1 and type(n.ops[0]) in _SWAPS:
-            out.append(n)
-        elif (
-            isinstance(n, ast.UnaryOp)
-            and isinstance(n.op, ast.USub)
-            and not isinstance(n.operand, ast.Constant)
-        ):
-            out.append(n)
-    return out
-
-
-def _mutated(node: ast.expr) -> str:
-    """The source of `node` with its operator swapped (or its unary minus dropped)."""
-    if isinstance(node, ast.UnaryOp):
-        return ast.unparse(node.operand)
-    new = copy.deepcopy(node)
-    if isinstance(new, ast.BinOp):
-        new.op = _SWAPS[type(new.op)]()
-    else:
-        new.ops = [_SWAPS[type(new.ops[0])]()]
-    return ast.unparse(new)
-
-
-def _number(src: str) -> int | float | None:
-    try:
-        value = ast.literal_eval(src)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        return None
-    return value if type(value) in (int, float) else None
-
-
-def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseModel, str, str | None]]:
-    """One random (action, path, intended text or None) per kind the file offers: constant, literal."""
-    tree = _parse(text) if path.endswith(".py") else None
-    if tree is None:
-        return []
-    out: list[tuple[BaseModel, str, str | None]] = []
-    consts = {n: v for n, src in list_targets(text).constants.items() if (v := _number(src)) is not None}
-    if consts:
-        name = rng.choice(sorted(consts))
-        out.append((SetConstant(name=name, value=_perturb(consts[name], rng)), path, None))
-    literals = _numbers(text, tree)
-    if literals:
-        node = rng.choice(literals)
-        out.append(_literal_edit(path, text, node, repr(_perturb(node.value, rng))))
-    ops = _operators(tree)
-    if ops:
-        node = rng.choice(ops)
-        out.append(_literal_edit(path, text, node, f"({_mutated(node)})"))
-    fns = [(n, fn) for n, fn in _function_nodes(tree).items() if returns(fn) and visible_names(tree, fn)[0]]
-    if fns:
-        name, fn = rng.choice(fns)
-        expr = random_expression(*visible_names(tree, fn), rng)
-        out.append((SetReturn(function=name, expression=expr), path, None))
-    return out
-
-
-def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
-    """A random applicable action for the random-mutation baseline, from the same action space: perturb a
-    numeric constant (set_constant); as replace_lines over its line, perturb a numeric literal in a
-    function or an operator (swap + and -, * and /, < and >; drop a unary minus); or a random return
-    expression of the set_return grammar. Raises EditError when the files hold nothing to change."""
-    for _ in range(20):
-        cands = [c for path, text in files.items() for c in _candidates(path, text, rng)]
-        if not cands:
-            break
-        action, path, intended = rng.choice(cands)
-        try:
-            new = apply_edit(files, action)
-        except EditError:
-            continue
-        if intended is None or new[path] == intended:
-            return action
-    raise EditError(f"no numeric constant, literal or operator to mutate in {list(files)}")

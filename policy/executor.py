@@ -25,16 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
-from arts.policy.edits import (
-    EditError,
-    Targets,
-    apply_edit,
-    constant_menus,
-    edit_schema,
-    list_targets,
-    unwrap,
-)
+from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, unwrap
 from arts.policy.scientist import directed_target
+from arts.policy.targets import Targets, list_targets
 from arts.tasks.base import EvalResult
 
 SYSTEM = (

@@ -12,9 +12,11 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from arts.policy.edits import EditError, apply_edit, constant_menus, list_targets, random_edit, return_functions
+from arts.policy.edits import EditError, apply_edit, constant_menus
+from arts.policy.mutation import random_edit
 from arts.policy.sampler import draw
 from arts.policy.scientist import Moves, Scientist, canonical_action, directed_target
+from arts.policy.targets import list_targets, return_functions
 from arts.search import dual
 from arts.search.inspect import report
 from arts.search.loop import Search
