@@ -1,9 +1,10 @@
-"""Test-time training inside the search: the hook's numbers, rewards and checkpoints, resume after a
-SIGKILL, the CLI wiring, and (slow) a real-model TTT search.
+"""Test-time training: the trainer on hand-made groups, the search's schedule (`search.learning`) on a
+real ledger, and the whole path through a run (resume after a SIGKILL, a served scientist, and (slow)
+the embedded model).
 
-The tiny random model stands in for the scientist where the test is about the schedule; the executor
-is then `RuleBackend` (its edits are random, so groups carry reward signal). The slow test runs the
-embedded model as scientist and executor through `arts search --ttt`.
+The trainer and the schedule run on the tiny random model: the tests are about numbers, checkpoints and
+records, not about what a real model proposes. End to end, the scientist is the tiny model and the
+executor is `RuleBackend` (its edits are random, so groups carry reward signal).
 """
 
 from __future__ import annotations
@@ -22,15 +23,13 @@ from safetensors.torch import load_file
 
 from arts.policy.base import BackendError
 from arts.policy.scientist import candidate_schema, canonical_action, proposal_schema
-from arts.rewards import RewardConfig
-from arts.search.cli import _overrides, build_parser
-from arts.search.config import SearchConfig, load_config
+from arts.rewards import RewardConfig, group_advantages
+from arts.search.learning import Learning
+from arts.search.ledger import Ledger
 from arts.search.state import Node, Rollout
 from arts.search.store import Store
-from tests.test_search import RuleBackend, make_task
 from arts.training.grpo import GRPOConfig
-from arts.training.logprobs import grammar_text
-from arts.training.ttt import TestTimeTraining, weights_digest
+from arts.training.ttt import ActionGroup, Trainer, weights_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = [
@@ -46,91 +45,319 @@ CANDIDATES = [
     }
     for x in ("2.0", "2.5", "3.0", "9.0")
 ]
+ACTIONS = [canonical_action(c) for c in CANDIDATES]
+QUOTED = canonical_action({"parent": 1, "hypothesis": 'set X to "3" exactly', "axis": "x value"})
+"""An action the grammar rejects (string fields allow no escapes): it can be neither scored nor trained on."""
+SCHEMA = proposal_schema([1], len(CANDIDATES)).model_json_schema()
 
 
-def test_ttt_needs_a_backend_it_can_train(tmp_path):
+def lora(backend) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in backend.model.named_parameters() if ".ttt." in n}
+
+
+def group(trainer: Trainer, rewards: list[float], actions: list[str] = ACTIONS) -> ActionGroup:
+    """A group as the search hands it over: old log-probs under the adapter in force."""
+    return ActionGroup(PROMPT, SCHEMA, actions, rewards, trainer.old_logprobs(PROMPT, SCHEMA, actions))
+
+
+# ---- the trainer -----------------------------------------------------------------------------------
+
+
+def test_trainer_needs_a_backend_it_can_train(tmp_path):
     with pytest.raises(BackendError, match="transformers backend"):
-        TestTimeTraining(RuleBackend(), GRPOConfig(), RewardConfig(), tmp_path)
+        Trainer(SimpleNamespace(name="rules"), GRPOConfig(), tmp_path)
 
 
-def test_config_and_flags(tmp_path):
-    with pytest.raises(ValueError, match="method arts"):
-        SearchConfig(ttt=True, method="greedy")
-    with pytest.raises(ValueError, match="at least 2 actions"):
-        SearchConfig(ttt=True, group=1)
-    args = build_parser().parse_args(
-        ["search", "t", "--ttt", "--update-every", "2", "--lora-rank", "4", "--lr", "1e-3"]
-    )
-    cfg = load_config(None, _overrides(args))
-    assert cfg.ttt and (cfg.grpo.update_every, cfg.grpo.lora_rank, cfg.grpo.lr) == (2, 4, 1e-3)
-    assert not load_config(None, _overrides(build_parser().parse_args(["search", "t"]))).ttt
+def test_old_logprobs_are_the_backends_masked_logprobs_in_one_batch(tmp_path, tiny_backend):
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    info = trainer.start()
+    assert (info.k, info.resumed, info.optimizer_restored, info.state) == (0, False, False, {"k": 0})
+    assert (tmp_path / "run/adapters/0/adapter_model.safetensors").is_file()
+    values = trainer.old_logprobs(PROMPT, SCHEMA, [ACTIONS[0], ACTIONS[1], ACTIONS[0], QUOTED])
+    assert values[3] is None and values[0] == values[2]
+    for action, got in zip(ACTIONS, values[:2]):
+        tokens = tiny_backend.tokenizer.encode(action) + [tiny_backend.tokenizer.eos_token_id]
+        expected = tiny_backend.logprobs(PROMPT, tokens, schema=candidate_schema([1]), adapter="ttt")
+        assert sum(got) == pytest.approx(sum(expected), abs=1e-3) and len(got) == len(tokens)
 
 
-def fake_search(run_dir: Path, backend) -> SimpleNamespace:
-    """The parts of `search.loop.Search` the hook touches, over a real store."""
-    store = Store.open(run_dir)
-    s = SimpleNamespace(store=store, state=store.load_state(), round=1, log=lambda line: None)
-    s.scientist = SimpleNamespace(backend=backend, adapter=None)
-    seed = store.add(Node(status="seed", score=-4.0, raw_score=-4.0))
-    s.state.nodes[seed.id] = seed
-    return s
-
-
-def draw(s, ttt, index: int) -> Rollout:
-    schema = proposal_schema([1], len(CANDIDATES)).model_json_schema()
-    action = canonical_action(CANDIDATES[index])
-    r = s.store.add(
-        Rollout(
-            round=1,
-            group=1,
-            prompt=PROMPT,
-            candidates=CANDIDATES,
-            drawn=index,
-            action=action,
-            json_schema=schema,
-        )
-    )
-    s.state.rollouts[r.id] = r
-    return ttt.on_rollout(s, r)
-
-
-def test_hook_records_old_logprobs_rewards_and_checkpoints(tmp_path, tiny_backend):
-    s = fake_search(tmp_path / "run", tiny_backend)
-    ttt = TestTimeTraining(tiny_backend, GRPOConfig(lr=1e-2), RewardConfig(), tmp_path / "run")
-    ttt.resume(s)
-    assert s.scientist.adapter == "ttt" and (tmp_path / "run/adapters/0/adapter_model.safetensors").is_file()
-    rollouts = [draw(s, ttt, i) for i in (0, 1, 2, 3)]
-    for r in rollouts:  # the backend's own masked log-prob of the action under the adapter in force
-        tokens = tiny_backend.tokenizer.encode(grammar_text(r.action)) + [tiny_backend.tokenizer.eos_token_id]
-        expected = sum(tiny_backend.logprobs(PROMPT, tokens, schema=candidate_schema([1]), adapter="ttt"))
-        assert r.old_logprob == pytest.approx(expected, abs=1e-3) and r.adapter == "adapters/0"
-        assert s.store.get(Rollout, r.id).old_logprob == r.old_logprob
-    for r, (status, score) in zip(
-        rollouts, [("valid", -1.0), ("valid", -0.25), ("valid", -7.0), ("invalid", None)]
-    ):
-        node = s.store.add(Node(parent=1, depth=1, round=1, status=status, score=score, rollout=r.id))
-        s.state.nodes[node.id] = node
-        r.node = node.id
-    ttt.after_round(s)
-    assert [s.store.get(Rollout, r.id).reward for r in rollouts] == [1.0, 1.0, 0.0, 0.0]  # vs the seed's -4
-    (event,) = s.store.events("update")
-    assert event.payload["k"] == 1 and event.payload["groups_used"] == 1 and ttt.label == "adapters/1"
+def test_an_update_changes_the_adapter_and_writes_the_next_checkpoint(tmp_path, tiny_backend):
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    trainer.start()
+    rewards = [1.0, 1.0, 0.0, 0.0]
+    assert abs(sum(group_advantages(rewards))) < 1e-9  # what the state alone explains cancels
+    before = lora(tiny_backend)
+    result = trainer.update([group(trainer, rewards)], note={"last_round": 3, "rollouts": [5, 6, 7, 8]})
+    after = lora(tiny_backend)
+    assert result.applied and result.k == trainer.k == 1 and trainer.label == "adapters/1"
+    assert result.stats.groups_used == 1 and result.stats.samples == 4 and result.scoring_s > 0
+    assert any("lora_B" in n and not torch.equal(before[n], after[n]) for n in before)
     first, second = tmp_path / "run/adapters/0", tmp_path / "run/adapters/1"
+    assert trainer.checkpoint == second
     assert {p.name for p in second.iterdir()} == {
         "adapter_config.json", "adapter_model.safetensors", "optimizer.pt", "trainer_state.json"
     }  # fmt: skip
     assert not (first / "optimizer.pt").exists()  # only the newest checkpoint keeps optimizer state
-    assert json.loads((second / "trainer_state.json").read_text())["last_round"] == 1
+    state = json.loads((second / "trainer_state.json").read_text())
+    assert state["k"] == 1 and state["last_round"] == 3 and state["rollouts"] == [5, 6, 7, 8]
+    assert state["stats"] == result.stats.model_dump()
     config = json.loads((second / "adapter_config.json").read_text())
     assert Path(config["base_model_name_or_path"]) == tiny_backend.path
-    assert (
-        load_file(first / "adapter_model.safetensors").keys()
-        == load_file(second / "adapter_model.safetensors").keys()
+    saved = load_file(second / "adapter_model.safetensors")
+    assert saved.keys() == load_file(first / "adapter_model.safetensors").keys()
+    assert weights_digest(saved) != weights_digest(load_file(first / "adapter_model.safetensors"))
+
+
+def test_equal_rewards_change_nothing_and_save_nothing(tmp_path, tiny_backend):
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    trainer.start()
+    before = lora(tiny_backend)
+    result = trainer.update([group(trainer, [1.0, 1.0, 1.0, 1.0])])
+    assert not result.applied and (result.stats.groups_used, result.stats.groups_skipped) == (0, 1)
+    assert trainer.k == 0 and not (tmp_path / "run/adapters/1").exists()
+    assert all(torch.equal(before[n], t) for n, t in lora(tiny_backend).items())
+
+
+def test_a_reward_raises_the_probability_of_the_rewarded_action(tmp_path, tiny_backend):
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    trainer.start()
+    start = [sum(v) for v in trainer.old_logprobs(PROMPT, SCHEMA, ACTIONS)]
+    for _ in range(3):
+        assert trainer.update([group(trainer, [1.0, 0.0, 0.0, 0.0])]).applied
+    end = [sum(v) for v in trainer.old_logprobs(PROMPT, SCHEMA, ACTIONS)]
+    assert end[0] > start[0] + 0.1
+    assert sum(end[1:]) < sum(start[1:])
+
+
+def test_start_resumes_the_newest_checkpoint_with_its_optimizer(tmp_path, tiny_backend, tiny_model_dir):
+    from arts.policy.backends.transformers import TransformersBackend
+
+    first = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    first.start()
+    first.update([group(first, [1.0, 0.0, 1.0, 0.0])], note={"last_round": 2})
+    other = TransformersBackend(str(tiny_model_dir), seed=0)
+    again = Trainer(other, GRPOConfig(lr=1e-2), tmp_path / "run")
+    info = again.start()
+    assert (info.k, info.resumed, info.optimizer_restored) == (1, True, True)
+    assert info.state["last_round"] == 2 and again.label == "adapters/1"
+    assert info.weights == weights_digest(load_file(tmp_path / "run/adapters/1/adapter_model.safetensors"))
+    assert all(torch.equal(t, lora(tiny_backend)[n]) for n, t in lora(other).items())
+    saved, restored = first.optimizer.state_dict()["state"], again.optimizer.state_dict()["state"]
+    assert saved.keys() == restored.keys() and len(saved) > 0
+    for i in saved:
+        assert torch.equal(saved[i]["exp_avg"], restored[i]["exp_avg"])
+        assert torch.equal(saved[i]["exp_avg_sq"], restored[i]["exp_avg_sq"])
+
+
+# ---- the schedule in the search --------------------------------------------------------------------
+
+
+class Served:
+    """A serving backend's adapter loading, recorded (each folder must be a complete checkpoint)."""
+
+    name = "served"
+
+    def __init__(self) -> None:
+        self.loaded: list[tuple[str, Path]] = []
+
+    def load_adapter(self, name: str, path: Path) -> None:
+        assert (Path(path) / "adapter_model.safetensors").is_file()
+        self.loaded.append((name, Path(path)))
+
+
+def learning(run_dir: Path, backend, update_every: int = 1, serving=None) -> tuple[Learning, list, list]:
+    """Learning over a fresh or existing store (a new seed node on a fresh one); returns it with the
+    adapter names it asked the agents to use and its log lines."""
+    fresh = not (run_dir / "arts.db").exists()
+    ledger = Ledger(Store.open(run_dir))
+    if fresh:
+        ledger.add(Node(status="seed", score=-4.0, raw_score=-4.0))
+    uses, lines = [], []
+    trainer = Trainer(backend, GRPOConfig(lr=1e-2), run_dir)
+    ttt = Learning(
+        trainer,
+        ledger,
+        RewardConfig(),
+        update_every,
+        use_adapter=uses.append,
+        log=lines.append,
+        serving=serving,
     )
-    assert weights_digest(load_file(first / "adapter_model.safetensors")) != weights_digest(
-        load_file(second / "adapter_model.safetensors")
+    ttt.start()
+    return ttt, uses, lines
+
+
+def draw(ttt: Learning, round: int, action: str) -> Rollout:
+    index = ACTIONS.index(action) if action in ACTIONS else 0
+    r = Rollout(
+        round=round, group=round, prompt=PROMPT, candidates=CANDIDATES, drawn=index, action=action,
+        json_schema=SCHEMA,
+    )  # fmt: skip
+    return ttt.on_rollout(ttt.ledger.add(r))
+
+
+def outcome(ttt: Learning, rollout: Rollout, score: float | None, reason: str = "") -> Node:
+    status = "valid" if score is not None else "invalid"
+    node = ttt.ledger.add(
+        Node(
+            parent=1,
+            depth=1,
+            round=rollout.round,
+            status=status,
+            score=score,
+            rollout=rollout.id,
+            reason=reason,
+        )
     )
-    s.store.close()
+    rollout.node = node.id
+    ttt.ledger.update(rollout)
+    return node
+
+
+def payloads(ttt: Learning, kind: str) -> list[dict]:
+    return [e.payload for e in ttt.ledger.store.events(kind)]
+
+
+def test_each_rollout_gets_its_old_logprob_and_adapter_from_one_batch_per_proposal(tmp_path, tiny_backend):
+    ttt, uses, _ = learning(tmp_path / "run", tiny_backend)
+    assert uses == ["ttt"] and payloads(ttt, "ttt_start")[0]["k"] == 0
+    calls = []
+    score = ttt.trainer.old_logprobs
+    ttt.trainer.old_logprobs = lambda *a: calls.append(a) or score(*a)
+    rollouts = [draw(ttt, 1, a) for a in (ACTIONS[0], ACTIONS[2], ACTIONS[0], ACTIONS[3])]
+    assert len(calls) == 1  # the first draw scored every candidate of the proposal
+    expected = [sum(v) for v in score(PROMPT, SCHEMA, ACTIONS)]
+    for r, i in zip(rollouts, (0, 2, 0, 3)):
+        stored = ttt.ledger.store.get(Rollout, r.id)
+        assert stored.old_logprob == pytest.approx(expected[i], abs=1e-4) and stored.adapter == "adapters/0"
+        assert ttt.ledger.state.rollouts[r.id] == stored
+    unscorable = draw(ttt, 1, QUOTED)
+    assert unscorable.old_logprob is None and payloads(ttt, "ttt_unscorable")[0]["rollout"] == unscorable.id
+
+
+def test_groups_are_rewarded_against_earlier_scores_and_trained_every_m_rounds(tmp_path, tiny_backend):
+    ttt, uses, lines = learning(tmp_path / "run", tiny_backend, update_every=2)
+    first = [draw(ttt, 1, a) for a in ACTIONS]
+    for r, score in zip(first, [-1.0, -0.25, -7.0, None]):
+        outcome(ttt, r, score)
+    ttt.after_round(1)
+    assert [ttt.ledger.store.get(Rollout, r.id).reward for r in first] == [
+        1.0,
+        1.0,
+        0.0,
+        0.0,
+    ]  # vs the seed's -4
+    assert payloads(ttt, "update") == [] and ttt.ledger.meta("ttt_last_round") is None  # M = 2
+    second = [draw(ttt, 2, a) for a in (ACTIONS[2], ACTIONS[3], QUOTED, ACTIONS[0])]
+    for r, score, reason in zip(second, [-0.5, -2.0, -0.1, None], ["", "", "", "interrupted (killed)"]):
+        outcome(ttt, r, score, reason)
+    ttt.after_round(2)
+    # -2 beats the seed but not the 70th percentile of the four valid scores seen before the group
+    assert [ttt.ledger.store.get(Rollout, r.id).reward for r in second] == [1.0, 0.0, 1.0, None]
+    assert [(p["group"], p["round"], p["history"]) for p in payloads(ttt, "rewards")] == [
+        (1, 1, 1),
+        (2, 2, 4),
+    ]
+    (event,) = payloads(ttt, "update")
+    assert (event["k"], event["round"], event["adapter"], event["groups_used"]) == (1, 2, "adapters/1", 2)
+    assert event["samples"] == 6  # neither the unscorable nor the interrupted action is trained on
+    assert ttt.ledger.meta("ttt_last_round") == 2 and ttt.ledger.store.get_meta("ttt_last_round") == 2
+    state = json.loads((tmp_path / "run/adapters/1/trainer_state.json").read_text())
+    assert state["last_round"] == 2 and sorted(state["rollouts"]) == sorted(r.id for r in first + second[:2])
+    assert uses == ["ttt", "ttt"] and lines[-1].startswith("update 1: loss")
+    assert draw(ttt, 3, ACTIONS[1]).adapter == "adapters/1"
+
+
+def test_a_round_without_signal_skips_the_update(tmp_path, tiny_backend):
+    ttt, uses, lines = learning(tmp_path / "run", tiny_backend)
+    for r in [draw(ttt, 1, a) for a in ACTIONS[:2]]:
+        outcome(ttt, r, None)
+    ttt.after_round(1)
+    (skipped,) = payloads(ttt, "update_skipped")
+    assert (skipped["round"], skipped["since_round"], skipped["groups_skipped"]) == (1, 0, 1)
+    assert ttt.ledger.meta("ttt_last_round") == 1 and payloads(ttt, "update") == []
+    assert lines == ["update skipped: 1 group(s) without signal (all rewards equal) since round 0"]
+    assert uses == ["ttt"] and not (tmp_path / "run/adapters/1").exists()
+
+
+def test_a_served_scientist_loads_each_checkpoint_under_a_new_name(tmp_path, tiny_backend):
+    with pytest.raises(BackendError, match="cannot load adapters"):
+        learning(tmp_path / "refused", tiny_backend, serving=SimpleNamespace(name="plain"))
+    served = Served()
+    ttt, uses, _ = learning(tmp_path / "run", tiny_backend, serving=served)
+    for r, score in zip([draw(ttt, 1, a) for a in ACTIONS[:2]], [-1.0, -9.0]):
+        outcome(ttt, r, score)
+    ttt.after_round(1)
+    run = tmp_path / "run"
+    assert served.loaded == [("arts-ttt-0", run / "adapters/0"), ("arts-ttt-1", run / "adapters/1")]
+    assert uses == ["arts-ttt-0", "arts-ttt-1"]
+    assert payloads(ttt, "adapter_served") == [{"k": 0, "name": "arts-ttt-0"}, {"k": 1, "name": "arts-ttt-1"}]
+
+
+def test_a_restart_continues_from_the_checkpoint_and_rescores_old_logprobs(
+    tmp_path, tiny_backend, tiny_model_dir
+):
+    from arts.policy.backends.transformers import TransformersBackend
+
+    run = tmp_path / "run"
+    ttt, _, _ = learning(run, tiny_backend)
+    for r, score in zip([draw(ttt, 1, a) for a in ACTIONS], [-1.0, -9.0, -0.5, -8.0]):
+        outcome(ttt, r, score)
+    ttt.after_round(1)
+    second = [draw(ttt, 2, a) for a in ACTIONS]  # sampled under adapters/1, then the process dies
+    for r, score in zip(second, [-0.1, -9.0, -0.2, -8.0]):
+        outcome(ttt, r, score)
+    shifted = second[3].model_copy(update={"old_logprob": second[3].old_logprob + 0.5})
+    ttt.ledger.update(shifted)  # a stored old log-prob the adapter no longer gives
+    ttt.ledger.store.close()
+
+    again, uses, _ = learning(run, TransformersBackend(str(tiny_model_dir), seed=0))
+    start = payloads(again, "ttt_start")[-1]
+    saved = weights_digest(load_file(run / "adapters/1/adapter_model.safetensors"))
+    assert start == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved}
+    assert again.last_round == 1 and uses == ["ttt"]
+    again.after_round(2)
+    assert [p["k"] for p in payloads(again, "update")] == [1, 2]
+    (drift,) = payloads(again, "ttt_old_logprob_drift")  # only the shifted action's sum disagrees
+    assert drift["group"] == 2 and drift["max_abs"] == pytest.approx(0.5, abs=1e-3)
+
+
+def test_a_checkpoint_whose_update_event_was_lost_is_logged_again(tmp_path, tiny_backend):
+    run = tmp_path / "run"
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), run)
+    trainer.start()
+    result = trainer.update([group(trainer, [0.0, 1.0, 0.0, 0.0])], note={"last_round": 3, "rollouts": []})
+    ttt, _, _ = learning(run, tiny_backend)  # killed after the checkpoint, before its event
+    (event,) = payloads(ttt, "update")
+    assert event == {
+        "k": 1, "round": 3, "adapter": "adapters/1", **result.stats.model_dump(),
+        "scoring_s": result.scoring_s, "recovered": True,
+    }  # fmt: skip
+    assert ttt.last_round == 3 and ttt.trainer.label == "adapters/1"
+
+
+# ---- through a run ---------------------------------------------------------------------------------
+
+
+def test_ttt_config_and_flags():
+    from arts.search.cli import _overrides, build_parser
+    from arts.search.config import SearchConfig, load_config
+    from arts.search.run import method_of
+
+    with pytest.raises(ValueError, match="method arts"):
+        method_of(SearchConfig(ttt={"enabled": True}, method="greedy"))
+    with pytest.raises(ValueError, match="at least 2 actions"):
+        SearchConfig(ttt={"enabled": True}, group=1)
+    args = build_parser().parse_args(
+        ["search", "t", "--ttt", "--update-every", "2", "--lora-rank", "4", "--lr", "1e-3"]
+    )
+    cfg = load_config(None, _overrides(args))
+    assert cfg.ttt.enabled and (cfg.ttt.grpo.update_every, cfg.ttt.grpo.lora_rank, cfg.ttt.grpo.lr) == (
+        2,
+        4,
+        1e-3,
+    )
+    assert not load_config(None, _overrides(build_parser().parse_args(["search", "t"]))).ttt.enabled
 
 
 RUNNER = """
@@ -144,8 +371,8 @@ r.make_backend = lambda mc, sink, seed: (
     TransformersBackend({tiny!r}, usage_sink=sink, seed=seed) if mc.backend == "transformers" else RuleBackend(seed, delay={delay})
 )
 from arts.search.config import SearchConfig
-cfg = SearchConfig(task={task!r}, ttt=True, group=4, budget={{"evals": 400, "rounds": {rounds}}},
-                   executor_model={{"backend": "rules"}}, grpo={{"lr": 1e-2}},
+cfg = SearchConfig(task={task!r}, group=4, budget={{"evals": 400, "rounds": {rounds}}},
+                   executor_model={{"backend": "rules"}}, ttt={{"enabled": True, "grpo": {{"lr": 1e-2}}}},
                    scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640}})
 if {resume}:
     r.resume_run(Path({run!r}))
@@ -163,18 +390,21 @@ def runner(tmp_path: Path, tiny: Path, rounds: int, resume: bool, delay: float =
 
 
 def test_resume_after_sigkill_continues_from_the_saved_adapter(tmp_path, tiny_model_dir):
+    from tests.test_search import make_task
+
     make_task(tmp_path / "task")
     proc = subprocess.Popen(
         runner(tmp_path, tiny_model_dir, rounds=40, resume=False, delay=0.2), stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL, text=True, start_new_session=True,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
     for line in proc.stdout:
         if line.startswith("update 1:"):
             break
     os.killpg(proc.pid, signal.SIGKILL)  # in the next round: after update 1, before update 2
+    err = proc.stderr.read()
     proc.wait()
     run = tmp_path / "run"
-    assert [p.name for p in sorted((run / "adapters").iterdir())] == ["0", "1"]
+    assert [p.name for p in sorted((run / "adapters").iterdir())] == ["0", "1"], err[-2000:]
     saved = weights_digest(load_file(run / "adapters/1/adapter_model.safetensors"))
     config = (run / "config.toml").read_text()
     (run / "config.toml").write_text(config.replace("rounds = 40", "rounds = 8"))
@@ -194,32 +424,6 @@ def test_resume_after_sigkill_continues_from_the_saved_adapter(tmp_path, tiny_mo
     assert summary["updates"]["count"] == len(updates)
 
 
-@pytest.mark.slow
-def test_real_model_ttt_search_updates_the_scientist(tmp_path):
-    """`arts search --ttt` with the embedded model as scientist and executor on a small task.
-    Invalid actions are penalised (reward -1) so that a group mixing valid and invalid actions carries
-    signal even when no valid one beats the seed."""
-    from arts.search.cli import main
-
-    task = make_task(tmp_path / "task")
-    code = main([
-        "search", str(task), "--ttt", "--group", "3", "-k", "3", "--audits", "0", "--rounds", "3",
-        "--evals", "30", "--run-dir", str(tmp_path / "run"), "--set", "scientist.inspect=0",
-        "--set", "reward.invalid=-1.0",
-    ])  # fmt: skip
-    assert code == 0
-    run = tmp_path / "run"
-    summary = json.loads((run / "summary.json").read_text())
-    assert summary["updates"]["count"] >= 1
-    with Store.open(run, create=False) as store:
-        (first, *_) = store.events("update")
-        rollouts = store.load_state().rollouts.values()
-    assert first.payload["k"] == 1 and first.payload["groups_used"] >= 1
-    assert (run / "adapters/1/adapter_model.safetensors").is_file()
-    assert all(r.old_logprob is not None and torch.isfinite(torch.tensor(r.old_logprob)) for r in rollouts)
-    assert {r.adapter for r in rollouts} >= {"adapters/0", "adapters/1"}
-
-
 def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
     tmp_path, tiny_model_dir, monkeypatch
 ):
@@ -228,11 +432,13 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
     import arts.search.run
     from arts.policy.backends.serve import build_app
     from arts.policy.backends.transformers import TransformersBackend
+    from arts.search.config import SearchConfig
     from arts.search.run import start_run
     from tests.test_openai_backend import serving
+    from tests.test_search import RuleBackend, make_task
 
     served = TransformersBackend(str(tiny_model_dir), seed=0)
-    executor, real_make = RuleBackend(), search.run.make_backend
+    executor, real_make = RuleBackend(), arts.search.run.make_backend
 
     def make(mc, sink, seed):
         if mc.model == "rules":
@@ -245,8 +451,7 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
         cfg = SearchConfig(
             task=str(make_task(tmp_path / "task")),
             group=4,
-            ttt=True,
-            trainer_model=str(tiny_model_dir),
+            ttt={"enabled": True, "trainer_model": str(tiny_model_dir)},
             scientist_model={"backend": "openai", "base_url": url, "model": "tiny"},
             executor_model={"backend": "transformers", "model": "rules"},
             scientist={"candidates": 2, "audits": 0, "inspect": 0, "max_tokens": 560},
@@ -259,3 +464,30 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
     assert summary["updates"]["count"] >= 1 and names[0] == "arts-ttt-0" and "arts-ttt-1" in names
     assert "arts-ttt-1" in served.adapters
     assert any(r.adapter == "adapters/1" for r in rollouts)  # a later round sampled from the served update
+
+
+@pytest.mark.slow
+def test_real_model_ttt_search_updates_the_scientist(tmp_path):
+    """`arts search --ttt` with the embedded model as scientist and executor on a small task.
+    Invalid actions are penalised (reward -1) so that a group mixing valid and invalid actions carries
+    signal even when no valid one beats the seed."""
+    from arts.search.cli import main
+    from tests.test_search import make_task
+
+    task = make_task(tmp_path / "task")
+    code = main([
+        "search", str(task), "--ttt", "--group", "3", "-k", "3", "--audits", "0", "--rounds", "3",
+        "--evals", "30", "--run-dir", str(tmp_path / "run"), "--set", "scientist.inspect=0",
+        "--set", "ttt.reward.invalid=-1.0",
+    ])  # fmt: skip
+    assert code == 0
+    run = tmp_path / "run"
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["updates"]["count"] >= 1
+    with Store.open(run, create=False) as store:
+        (first, *_) = store.events("update")
+        rollouts = store.load_state().rollouts.values()
+    assert first.payload["k"] == 1 and first.payload["groups_used"] >= 1
+    assert (run / "adapters/1/adapter_model.safetensors").is_file()
+    assert all(r.old_logprob is not None and torch.isfinite(torch.tensor(r.old_logprob)) for r in rollouts)
+    assert {r.adapter for r in rollouts} >= {"adapters/0", "adapters/1"}

@@ -1,0 +1,207 @@
+"""Test-time training in the search: which rollouts form a group, what each is rewarded, when the
+scientist's adapter is updated, and which adapter the agents sample from. Every decision is recorded
+through the ledger; the weights, their log-probs and checkpoints are the trainer's
+(`training.ttt.Trainer`), which sees groups of actions and never the search.
+
+- start: the trainer resumes from its newest checkpoint (or writes checkpoint 0), a `ttt_start` event
+  records what was restored, and the agents sample from the adapter in force (`use_adapter`; a served
+  scientist first loads the checkpoint folder under the name `arts-ttt-<k>`: nothing restarts, no
+  stale cache). A checkpoint whose `update` event was lost (killed between the two) gets it logged again,
+  marked `recovered`.
+- on_rollout: the action's masked log-prob under the adapter in force (the old policy of the GRPO
+  ratio) and that adapter's checkpoint (`adapters/<k>`) are stored on the rollout. The first action of
+  a proposal scores every candidate of it in one batch, so N draws cost one prompt forward, not N.
+- after_round: rewards for the finished groups (each judged against the valid scores observed before
+  the group), then every M rounds an update on the groups collected since the previous one.
+
+Rollouts sampled since the last update were all drawn under the adapter in force now (it changes only
+in an update), so the old log-probs cached at sampling time, or recomputed after a restart, are the
+sampling policy's. Rollouts of an interrupted experiment (killed mid-run) get no reward and are never
+trained on: their outcome says nothing about the action.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+from arts.policy.base import BackendError
+from arts.rewards import RewardConfig, group_rewards
+from arts.search.ledger import Ledger
+from arts.search.state import Rollout
+from arts.training.logprobs import grammar_text
+from arts.training.ttt import ActionGroup, Trainer
+
+DRIFT = 1e-3
+"""Largest difference between a recomputed old log-prob and the stored one that is float rounding."""
+
+
+class Learning:
+    """The search's side of test-time training (see the module docstring)."""
+
+    def __init__(
+        self,
+        trainer: Trainer,
+        ledger: Ledger,
+        reward: RewardConfig,
+        update_every: int,
+        *,
+        use_adapter: Callable[[str | None], None],
+        log: Callable[[str], None] = print,
+        serving: Any = None,
+    ):
+        if serving is not None and not hasattr(serving, "load_adapter"):
+            raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
+        self.trainer, self.ledger, self.reward, self.update_every = trainer, ledger, reward, update_every
+        self.use_adapter, self.log = use_adapter, log
+        self.serving = serving
+        """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
+        self.last_round = 0
+        """Rounds up to this one have been examined for training."""
+        self._old: dict[int, list[float]] = {}
+        """Per-token old log-probs by rollout id, until the update that trains on them."""
+        self._scored: dict[tuple[int, str], list[float] | None] = {}
+        """This round's proposals, scored: by (group, action text)."""
+
+    def start(self) -> None:
+        """Resume the trainer (or write checkpoint 0), record it, and make the agents sample from it."""
+        info = self.trainer.start()
+        self.last_round = max(
+            int(info.state.get("last_round", 0)), int(self.ledger.meta("ttt_last_round", 0))
+        )
+        if info.k and not any(e.payload.get("k") == info.k for e in self.ledger.events("update")):
+            state = info.state
+            event = _update_event(
+                info.k, state.get("last_round", 0), state.get("stats", {}), state.get("scoring_s", 0.0)
+            )
+            self.ledger.event("update", **event, recovered=True)
+        self.ledger.event(
+            "ttt_start",
+            k=info.k,
+            resumed=info.resumed,
+            optimizer_restored=info.optimizer_restored,
+            weights=info.weights,
+        )
+        self._publish()
+
+    def _publish(self) -> None:
+        """Make the next round sample from the adapter in force."""
+        if self.serving is None:
+            self.use_adapter(self.trainer.adapter)
+            return
+        name = f"arts-ttt-{self.trainer.k}"
+        self.serving.load_adapter(name, self.trainer.checkpoint)
+        self.use_adapter(name)
+        self.ledger.event("adapter_served", k=self.trainer.k, name=name)
+
+    def on_rollout(self, rollout: Rollout) -> Rollout:
+        """Record the old log-prob (masked, summed over the action's tokens) and the adapter in force."""
+        key = (rollout.group, grammar_text(rollout.action))
+        if key not in self._scored:
+            texts = [grammar_text(a) for a in [rollout.action, *rollout.candidates]]
+            values = self.trainer.old_logprobs(rollout.prompt, rollout.json_schema, texts)
+            self._scored.update({(rollout.group, t): v for t, v in zip(texts, values)})
+        values = self._scored[key]
+        rollout.adapter = self.trainer.label
+        rollout.old_logprob = math.fsum(values) if values is not None else None
+        if values is None:
+            self.ledger.event("ttt_unscorable", rollout=rollout.id, action=rollout.action[:200])
+        else:
+            self._old[rollout.id] = values
+        return self.ledger.update(rollout)
+
+    def after_round(self, round: int) -> None:
+        """Rewards for the finished groups; every M rounds, an update on what was collected."""
+        self._assign_rewards(round)
+        self._scored.clear()
+        if round - self.last_round >= self.update_every:
+            self._update(round)
+
+    def _assign_rewards(self, round: int) -> None:
+        state = self.ledger.state
+        groups: dict[int, list[Rollout]] = defaultdict(list)
+        for r in state.rollouts.values():
+            node = state.nodes.get(r.node) if r.node is not None else None
+            if r.reward is None and node is not None and node.status in ("valid", "invalid"):
+                if not node.reason.startswith("interrupted"):
+                    groups[r.group].append(r)
+        for group, rollouts in sorted(groups.items()):
+            nodes = [state.nodes[r.node] for r in rollouts]
+            first = min(n.id for n in nodes)
+            history = [
+                n.score for n in state.nodes.values()
+                if n.id < first and n.status in ("seed", "valid") and n.score is not None
+            ]  # fmt: skip
+            parents = [state.nodes[n.parent].score if n.parent in state.nodes else None for n in nodes]
+            scores = [n.score if n.status == "valid" else None for n in nodes]
+            values = group_rewards(scores, history, parent_scores=parents, config=self.reward)
+            for r, value in zip(rollouts, values):
+                r.reward = value
+                self.ledger.update(r)
+            self.ledger.event("rewards", group=group, round=round, rewards=values, history=len(history))
+
+    def _update(self, round: int) -> None:
+        rollouts = [
+            r for r in self.ledger.state.rollouts.values()
+            if self.last_round < r.round <= round and r.reward is not None and r.old_logprob is not None
+        ]  # fmt: skip
+        groups = self._groups(rollouts)
+        result = self.trainer.update(groups, note={"last_round": round, "rollouts": [r.id for r in rollouts]})
+        examined, self.last_round = self.last_round, round
+        for r in rollouts:
+            self._old.pop(r.id, None)
+        self.ledger.set_meta("ttt_last_round", round)
+        stats = result.stats
+        if not result.applied:
+            self.ledger.event("update_skipped", round=round, since_round=examined, **stats.model_dump())
+            why = (
+                f"{stats.groups_skipped} group(s) without signal (all rewards equal)"
+                if groups
+                else "no group"
+            )
+            self.log(f"update skipped: {why} since round {examined}")
+            return
+        self.ledger.event(
+            "update", **_update_event(self.trainer.k, round, stats.model_dump(), result.scoring_s)
+        )
+        self._publish()
+        self.log(
+            f"update {self.trainer.k}: loss {stats.loss:.4f}  reward mean {stats.reward_mean:.2f}  groups "
+            f"{stats.groups_used} used / {stats.groups_skipped} skipped  {stats.seconds:.1f}s"
+        )
+
+    def _groups(self, rollouts: list[Rollout]) -> list[ActionGroup]:
+        """Training groups from stored rollouts; old per-token log-probs from the sampling-time cache, or
+        recomputed (after a restart) and checked against the stored sums."""
+        by_group: dict[int, list[Rollout]] = defaultdict(list)
+        for r in rollouts:
+            by_group[r.group].append(r)
+        out = []
+        for members in by_group.values():
+            old = [self._old.get(r.id) for r in members]
+            if any(o is None for o in old):
+                old = self._rescore(members)
+            first = members[0]
+            actions, rewards = [r.action for r in members], [r.reward for r in members]
+            out.append(ActionGroup(first.prompt, first.json_schema, actions, rewards, old))
+        return out
+
+    def _rescore(self, members: list[Rollout]) -> list[list[float]]:
+        first = members[0]
+        old = self.trainer.old_logprobs(first.prompt, first.json_schema, [r.action for r in members])
+        if any(o is None for o in old):  # each was scored when sampled, under the same grammar
+            raise RuntimeError(
+                f"group {first.group}: a stored action no longer fits its grammar; was the scientist's "
+                "tokenizer or the action schema changed since the run started? Resume with the same version."
+            )
+        drift = max(abs(math.fsum(o) - r.old_logprob) for o, r in zip(old, members))
+        if drift > DRIFT:
+            self.ledger.event("ttt_old_logprob_drift", group=first.group, max_abs=drift)
+        return old
+
+
+def _update_event(k: int, round: int, stats: dict[str, Any], scoring_s: float) -> dict[str, Any]:
+    """The `update` event's payload (also rebuilt from a checkpoint whose event was lost)."""
+    return {"k": k, "round": round, "adapter": f"adapters/{k}", **stats, "scoring_s": scoring_s}
