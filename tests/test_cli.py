@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import types
+
+import pytest
 
 from arts.search.cli import main
 from tests.test_tasks import write_task
@@ -49,24 +54,98 @@ def test_eval_files_overlay_is_scored(tmp_path, capsys):
     assert not out["valid"] and "overlap" in (out["reason"] + out["message"]).lower()
 
 
-def test_search_flags_map_to_config_paths():
-    from arts.search.cli import _overrides, build_parser
-    from arts.search.config import load_config
+def capture_runs(monkeypatch, summary: dict | None = None) -> list:
+    """The configs `arts search` starts runs with; the run itself is replaced (this is about the flags)."""
+    seen: list = []
 
-    args = build_parser().parse_args(
-        [
-            "search",
-            "toy",
-            "--without",
-            "comparison",
-            "--without",
-            "memory",
-            "--set",
-            "space.cooldown=3",
-            "-k",
-            "4",
-        ]
+    def start_run(cfg, run_dir=None, log=print):
+        seen.append(cfg)
+        if summary is None:
+            raise KeyError("no run here")
+        return summary
+
+    monkeypatch.setitem(
+        sys.modules, "arts.search.run", types.SimpleNamespace(start_run=start_run, resume_run=None)
     )
-    cfg = load_config(None, _overrides(args))
-    assert not cfg.components.comparison and not cfg.components.memory and cfg.components.attribution
-    assert cfg.space.cooldown == 3 and cfg.scientist.candidates == 4
+    return seen
+
+
+def test_search_takes_every_config_field_as_a_flag_beside_the_short_ones(monkeypatch, capsys):
+    summary = {"best": {"score": 1.0, "node": 1, "test_score": None}, "baseline": 0.5, "valid_nodes": 1,
+               "nodes": 1, "stopped_because": "evals"}  # fmt: skip
+    seen = capture_runs(monkeypatch, summary)
+    argv = ["search", "toy", "--budget.evals", "30", "--scientist.tail_depth", "2", "--ttt.grpo.lr", "1e-3",
+            "--executor.ops", '["write_file"]', "--scientist_model.model", "123", "-k", "4",
+            "--without", "comparison", "--set", "space.cooldown=3"]  # fmt: skip
+    assert main(argv) == 0
+    cfg = seen[0]
+    assert (cfg.task, cfg.budget.evals, cfg.scientist.tail_depth, cfg.ttt.grpo.lr) == ("toy", 30, 2, 1e-3)
+    assert cfg.executor.ops == ["write_file"] and cfg.scientist_model.model == "123"  # text stays text
+    assert cfg.scientist.candidates == 4 and cfg.space.cooldown == 3
+    assert not cfg.components.comparison and cfg.components.memory
+
+
+def test_a_field_flag_overrides_its_short_alias_and_set_overrides_both(monkeypatch):
+    seen = capture_runs(monkeypatch)
+    main(["search", "--task", "toy", "--evals", "5", "--budget.evals", "6"])
+    main(["search", "toy", "--evals", "5", "--budget.evals", "6", "--set", "budget.evals=7"])
+    assert [c.budget.evals for c in seen] == [6, 7]
+
+
+def test_a_bad_field_value_names_the_field(monkeypatch, capsys):
+    capture_runs(monkeypatch)
+    assert main(["search", "toy", "--budget.evals", "many"]) == 2
+    assert "budget.evals" in capsys.readouterr().err
+
+
+def test_short_flags_set_real_config_fields():
+    from arts.search.cli import ALIASES, config_fields
+    from arts.search.config import SearchConfig
+
+    leaves = {path for path, _, sub in config_fields(SearchConfig) if sub is None}
+    assert set(ALIASES.values()) <= leaves, set(ALIASES.values()) - leaves
+
+
+def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
+    assert main(["config", "show", "--set", "budget.evals=7"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    line = next(line for line in lines if line.startswith("budget.evals ="))
+    assert (
+        line == "budget.evals = 7  # default 20; Sandboxed evaluations (every executor validate call counts)."
+    )
+    assert "[budget]  # A run stops as soon as any budget is spent." in lines
+    assert any(line.startswith("ttt.grpo.lr = ") for line in lines)
+    (tmp_path / "c.toml").write_text("[scientist]\ntail_depth = 2\n")
+    assert main(["config", "show", "--config", str(tmp_path / "c.toml")]) == 0
+    assert "scientist.tail_depth = 2  # default 3; " in capsys.readouterr().out
+
+
+FAST = """
+import sys
+from arts.search.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print("heavy:", sorted(m for m in ("torch", "transformers", "xgrammar") if m in sys.modules))
+"""
+
+
+@pytest.mark.parametrize(
+    "argv, shows",
+    [
+        (["--help"], "usage: arts"),
+        (["tasks", "list"], "circle-packing-26"),
+        (["tasks", "show", "char-lm"], "val_bpc"),
+    ],
+)
+def test_help_and_tasks_import_no_model_code(argv, shows):
+    run = subprocess.run([sys.executable, "-c", FAST, *argv], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and shows in run.stdout, run.stdout + run.stderr
+    assert run.stdout.strip().endswith("heavy: []"), run.stdout[-500:]
+
+
+def test_tasks_check_imports_no_model_code(tmp_path):
+    argv = ["tasks", "check", str(write_task(tmp_path / "t"))]
+    run = subprocess.run([sys.executable, "-c", FAST, *argv], capture_output=True, text=True, timeout=60)
+    assert "ok" in run.stdout and run.stdout.strip().endswith("heavy: []"), run.stdout + run.stderr
