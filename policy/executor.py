@@ -2,14 +2,14 @@
 
 Why so small: the default model has 135M parameters. It cannot run a tool-calling loop or write diffs,
 but under a per-call grammar it reliably emits one small JSON action (see `policy.edits`). So the harness
-does what a larger agent would do with tools: it shows the (trimmed, line-numbered) file in every prompt,
-applies the action, and calls `validate` after every applied edit. A step is: short prompt → one
+does what a larger agent would do with tools: it shows the (trimmed, line-numbered) file in every prompt
+(`policy.executor_prompt`), applies the action, and calls `validate` after every applied edit. A step is: short prompt → one
 constrained action → apply (a rejected edit is shown back as the last error) → validate → stop at the
 first valid result, else show the evaluator's reason and go on, up to `max_actions` model calls.
 
 `validate` is a callable handed in by the search (the sandbox); this module never imports it. Not done
-here: choosing what to try (the scientist does that), judging whether the score improved, reverting a
-failed edit (the next action repairs on top of it), or running any generated code.
+here: choosing what to try (the scientist does that), judging whether the score improved, or running
+any generated code.
 """
 
 from __future__ import annotations
@@ -26,22 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
 from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, unwrap
+from arts.policy.executor_prompt import action_prompt, one_line, window
 from arts.policy.scientist import directed_target
 from arts.policy.targets import Targets, list_targets
 from arts.tasks.base import EvalResult
 
-SYSTEM = (
-    "Implement the hypothesis exactly as given, not a substitute of your own. "
-    "Answer with one edit action as JSON."
-)
-OP_HELP = {
-    "set_constant": "set_constant: a constant's name and its new value (a Python literal)",
-    "set_return": "set_return: a function and the new expression it returns",
-    "replace_function": "replace_function: a function's name and its whole new body",
-    "replace_lines": "replace_lines: first and last line to replace (as numbered above) and the new text",
-    "write_file": "write_file: the whole content of the file",
-    "read_file": "read_file: show another editable file",
-}
 EditOp = Literal["set_constant", "set_return", "replace_function", "replace_lines", "write_file"]
 SIMPLE_OPS = {"set_constant", "set_return"}
 """Ops whose every grammatical answer is a well-formed edit: offered first to a small model."""
@@ -125,31 +114,6 @@ class ExecutorResult(BaseModel):
         return sum(1 for step in self.transcript if step.get("applied"))
 
 
-def _one_line(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def window(text: str, hypothesis: str, budget: int) -> tuple[int, int]:
-    """Lines (1-based, inclusive) of `text` to show within `budget` characters: everything if it fits,
-    else a window grown around the line that mentions most of the hypothesis's identifiers."""
-    lines = text.split("\n")
-    sizes = [len(f"{i + 1} | {line}") + 1 for i, line in enumerate(lines)]
-    if sum(sizes) <= budget:
-        return 1, len(lines)
-    words = set(re.findall(r"[A-Za-z_]\w{2,}", hypothesis))
-    hits = [len(words & set(re.findall(r"\w+", line))) for line in lines]
-    lo = hi = max(range(len(lines)), key=lambda i: (hits[i], -i))
-    used = sizes[lo]
-    while True:  # grow downwards first (a def's body follows it), then upwards
-        if hi + 1 < len(lines) and used + sizes[hi + 1] <= budget:
-            hi, used = hi + 1, used + sizes[hi + 1]
-        elif lo > 0 and used + sizes[lo - 1] <= budget:
-            lo, used = lo - 1, used + sizes[lo - 1]
-        else:
-            return lo + 1, hi + 1
-
-
 def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
     """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
     gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
@@ -207,58 +171,6 @@ class Executor:
         self.config = config or ExecutorConfig()
         self.adapter = adapter
 
-    def prompt(
-        self,
-        hypothesis: str,
-        files: dict[str, str],
-        focus: str,
-        span: tuple[int, int],
-        ops: list[str],
-        only: set[str] | None = None,
-        **ctx: str,
-    ) -> list[Message]:
-        """The short prompt of one action: task line, the focused file's window, targets, other files,
-        instructions, the last error, the offered actions, and the hypothesis last (right before the answer,
-        the 135M model copied the hypothesis's value in 3 of 8 samples; 0 of 8 with the hypothesis first)."""
-        text, parts = files.get(focus, ""), []
-        if ctx.get("task_summary"):
-            parts.append(f"Task: {_one_line(ctx['task_summary'], 300)}")
-        if text.strip():
-            lines = text.split("\n")
-            shown = "\n".join(f"{n} | {lines[n - 1]}" for n in range(span[0], span[1] + 1))
-            parts.append(f"File {focus} (lines {span[0]}-{span[1]} of {len(lines)}):\n{shown}")
-        else:
-            parts.append(f"File {focus} is empty: write it whole, from the task.")
-        targets = list_targets(text) if focus.endswith(".py") else None
-        consts = {
-            k: v for k, v in (targets.constants if targets else {}).items() if only is None or k in only
-        }
-        if consts and "set_constant" in ops:
-            parts.append("Constants: " + ", ".join(f"{k} = {_one_line(v, 30)}" for k, v in consts.items()))
-        functions = [f for f in (targets.functions if targets else []) if only is None or f in only]
-        if functions and "replace_function" in ops:
-            parts.append(f"Functions: {', '.join(functions)}")
-        if functions and "set_return" in ops:
-            rets = [
-                f"{f} returns {_one_line(b.strip().splitlines()[-1][7:], 60)}"
-                for f, b in targets.functions.items()
-                if f in functions and b.strip() and b.strip().splitlines()[-1].startswith("return ")
-            ]
-            if rets:
-                parts.append("Returns: " + "; ".join(rets))
-        others = [p for p in files if p != focus]
-        if others:
-            parts.append(f"Other editable files: {', '.join(others)}")
-        if ctx.get("instructions"):
-            parts.append(ctx["instructions"].strip())
-        if ctx.get("tried"):
-            parts.append(f"Tried before:\n{ctx['tried']}")
-        if ctx.get("last_error"):
-            parts.append(f"Last error: {ctx['last_error']}")
-        parts.append("Actions:\n" + "\n".join(f"- {OP_HELP[op]}" for op in ops))
-        parts.append(f"Hypothesis: {hypothesis.strip()}")
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
-
     def run(
         self,
         hypothesis: str,
@@ -300,7 +212,7 @@ class Executor:
                 "tried": tried,
                 "last_error": last_error,
             }
-            messages = self.prompt(hypothesis, work, focus, span, _ops_of(schema), named or None, **ctx)
+            messages = action_prompt(hypothesis, work, focus, span, _ops_of(schema), named or None, **ctx)
             entry, action = self._ask(
                 messages, schema, seedless, out, cfg.temperature + repeats * cfg.repeat_heat
             )
@@ -411,7 +323,7 @@ class Executor:
         out.actions += 1
         if comp.error is not None or comp.parsed is None:
             why = comp.error or "no object was returned"
-            error = f"the answer was not a valid action: {_one_line(why, cfg.feedback_chars)}"
+            error = f"the answer was not a valid action: {one_line(why, cfg.feedback_chars)}"
             return {"action": None, "text": comp.text[:300], "error": error, "applied": False}, None
         action = unwrap(comp.parsed)
         return {"action": action.model_dump(), "op": action.op, "error": None, "applied": False}, action
@@ -440,7 +352,7 @@ class Executor:
                     f"this exact program was already evaluated ({earlier}); make a different change"
                 )
         except EditError as e:
-            entry["error"] = f"the edit was rejected: {_one_line(str(e), self.config.feedback_chars)}"
+            entry["error"] = f"the edit was rejected: {one_line(str(e), self.config.feedback_chars)}"
             return entry["error"]
         t0 = time.perf_counter()
         result = validate(files)

@@ -27,7 +27,7 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from arts.policy.base import Backend, Message
-from arts.policy.call import ask
+from arts.policy.call import ask, chat
 
 SYSTEM = "You investigate case material to test a hypothesis. Answer with one JSON action."
 ANSWER_SYSTEM = "You write the answer of a diagnosis task as JSON."
@@ -239,7 +239,7 @@ class Investigator:
             parts.append("Notes so far:\n" + "\n".join(f"- {f.relation}: {f.text}" for f in shown))
         parts.append("Actions:\n" + "\n".join(f"- {OP_HELP[op]}" for op in ops))
         parts.append(f"Hypothesis: {hypothesis.strip()}")
-        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+        return chat(SYSTEM, "\n\n".join(parts))
 
     def answer_prompt(
         self, hypothesis: str, answer: dict | None, findings: list[Finding], task_summary: str = ""
@@ -257,7 +257,7 @@ class Investigator:
             if answer is not None
             else "Write the whole answer as JSON, following the notes and the hypothesis."
         )
-        return [{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
+        return chat(ANSWER_SYSTEM, "\n\n".join(parts))
 
     def run(
         self,
