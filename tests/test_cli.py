@@ -120,6 +120,15 @@ def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
     assert "scientist.tail_depth = 2  # default 3; " in capsys.readouterr().out
 
 
+def test_every_config_model_reads_its_field_docstrings():
+    from arts.search.cli import config_fields
+    from arts.search.config import SearchConfig
+
+    models = {SearchConfig} | {sub for _, _, sub in config_fields(SearchConfig) if sub is not None}
+    blind = sorted(m.__name__ for m in models if not m.model_config.get("use_attribute_docstrings"))
+    assert not blind, f"add use_attribute_docstrings=True to the model_config of {blind}"
+
+
 FAST = """
 import sys
 from arts.search.cli import main
