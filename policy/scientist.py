@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from arts.policy.base import Backend, Completion, Message
 from arts.policy.call import ask, chat
+from arts.policy.candidates import Candidate
 from arts.policy.parsing import salvage_items
 from arts.policy.sampler import normalise
 
@@ -36,8 +37,9 @@ class ScientistConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     audits: int = Field(2, ge=0)
     """The first R calls are baseline audits (no expansion)."""
-    candidates: int = Field(5, ge=1, le=10)
-    """K: candidates per proposal (verbalized sampling)."""
+    candidates: int = Field(4, ge=1, le=10)
+    """K: candidates of every proposal (verbalized sampling). One K for every round: a proposal asked
+    with another K would need another scientist, which must then carry the adapter in force."""
     inspect: int = Field(2, ge=0, le=5)
     """At most this many nodes inspected per round (0 turns inspection off)."""
     tail_depth: int = Field(3, ge=1)
@@ -78,8 +80,8 @@ class Proposal(BaseModel):
     """A parsed proposal: normalised candidates plus what is needed to store and train on it."""
 
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
-    candidates: list[dict]
-    """[{parent, hypothesis, axis, region, probability (normalised), stated_probability, cites}]."""
+    candidates: list[Candidate]
+    """Each with its stated probability normalised over the proposal."""
     messages: list[Message]
     completion: Completion | None = None
     json_schema: dict | None = None
@@ -187,10 +189,11 @@ def proposal_schema(
     )
 
 
-def canonical_action(c: dict) -> str:
+def canonical_action(c: Candidate | dict) -> str:
     """The single-action text that training scores, written exactly as the grammar emits it (same key
     order, `", "` and `": "` separators, no ASCII escaping), so its masked log-prob is finite. Not
     validated: an action stored under an older schema still gets its text (and is then off-grammar)."""
+    c = c.model_dump() if isinstance(c, Candidate) else c
     action = {"parent": int(c["parent"]), "hypothesis": str(c["hypothesis"]), "axis": str(c["axis"])}
     return json.dumps(action, separators=(", ", ": "), ensure_ascii=False)
 
@@ -286,11 +289,10 @@ class Scientist:
         else:
             item = candidate_item(parent_ids, observation_ids)  # each was decoded under its own pattern
             raw = [x.model_dump() for x in salvage_items(c.text, "candidates", item)]
-        cands: list[dict] = []
-        for cand, p in zip(raw, normalise([r["probability"] for r in raw])):
-            cand["stated_probability"], cand["probability"] = cand["probability"], p
-            cand.setdefault("cites", [])
-            cands.append(cand)
+        cands = [
+            Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})
+            for cand, p in zip(raw, normalise([r["probability"] for r in raw]))
+        ]
         return Proposal(
             candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema()
         )

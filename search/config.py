@@ -1,11 +1,15 @@
-"""The configuration of a search run: one pydantic tree, loaded from TOML, overridden by CLI flags.
+"""The configuration of a search run: one pydantic tree, loaded from TOML, overridden by flags, shaped by a
+profile.
 
-The flag path equals the field path (`--set scientist.candidates=3`), plus short flags for the common
-fields. The resolved config is written to the run directory, so a resumed run uses exactly the same one.
+The flag path equals the field path (`--set scientist.tail_depth=2`), plus short flags for the common
+fields. A profile (`search.profiles`) supplies defaults for the model's size; anything set explicitly
+wins. The resolved config (its profile resolved too) is written to the run directory, so a resumed run
+uses exactly the same one. `arts config show` prints every field with its default, value and docstring.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -18,8 +22,10 @@ from arts.policy.executor import ExecutorConfig
 from arts.policy.investigator import InvestigatorConfig
 from arts.policy.scientist import ScientistConfig
 from arts.rewards import RewardConfig
-from arts.search.attribution import AttributionConfig
-from arts.search.dual import ComponentsConfig, SpaceConfig
+from arts.search.investigation.attribution import AttributionConfig
+from arts.search.investigation.space import SpaceConfig
+from arts.search.meter import BudgetConfig
+from arts.search.profiles import apply_profile
 from arts.search.render import RenderConfig
 from arts.training.grpo import GRPOConfig
 
@@ -43,37 +49,69 @@ class ModelConfig(BaseModel):
     """Dollars per million input, cached and output tokens; turns usage into money for `budget.dollars`."""
 
 
-class BudgetConfig(BaseModel):
-    """A run stops as soon as any budget is spent."""
+class ComponentsConfig(BaseModel):
+    """Parts of the arts round that can be turned off one at a time (ablations)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    evals: int = Field(20, ge=1)
-    """Sandboxed evaluations (every executor validate call counts)."""
-    rounds: int = Field(100, ge=1)
-    """Search rounds."""
-    tokens: int | None = Field(None, ge=1)
-    """Model tokens, prompt plus completion, scientist and executor together."""
-    wall_s: float | None = Field(None, gt=0)
-    """Wall-clock seconds."""
-    dollars: float | None = Field(None, gt=0)
-    """Model spending, priced by each model's `pricing` (models without a price cost nothing)."""
+    observations: bool = True
+    """The observation space: observations with evidence relations, shown to the scientist and citable."""
+    comparison: bool = True
+    """The joint comparison of the round's working hypotheses."""
+    attribution: bool = True
+    """Failure attribution (competing causes, critic, judge, routing) for failed, regressed or stalled work."""
+    audit: bool = True
+    """The baseline audits before the first round."""
+    verbalized: bool = True
+    """Verbalized sampling; off: every action of a round is the candidate with the highest probability."""
+    memory: bool = True
+    """The scientist's memory of one-line insights (written after every node, shown in the prompt)."""
+
+
+class BaselinesConfig(BaseModel):
+    """The baseline methods' own settings."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    drafts: int = Field(2, ge=1)
+    """greedy: initial drafts from the root before improving the best node."""
+    debug_depth: int = Field(2, ge=0)
+    """greedy: how many times in a row a failed node is debugged before the best node is improved."""
+    mutate_from_best: float = Field(0.7, ge=0, le=1)
+    """mutate: share of mutations that start from the best node (the rest from a random valid node)."""
+    mutate_attempts: int = Field(5, ge=1)
+    """mutate: random edits tried per node until one applies."""
+
+
+class TTTConfig(BaseModel):
+    """Test-time training: LoRA GRPO updates of the scientist during the search."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    enabled: bool = False
+    """Train the scientist during the search (`--ttt`); needs a method that draws groups (arts)."""
+    trainer_model: str | None = None
+    """With a served scientist (vllm/openai): the local weights trained in this process; default:
+    scientist_model.model. Each checkpoint is loaded into the server under a new adapter name."""
+    grpo: GRPOConfig = GRPOConfig()
+    """The GRPO update and its schedule."""
+    reward: RewardConfig = RewardConfig()
+    """How an action's score becomes its reward."""
 
 
 class SearchConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     task: str = "circle-packing-26"
     """Built-in task name or task directory."""
-    method: Literal["arts", "greedy", "random", "mutate"] = "arts"
+    method: str = "arts"
     """arts: the scientist's verbalized proposals; greedy: AIDE-like drafts then improve the best;
-    random: a uniformly random node with the scientist's first candidate; mutate: random edits, no model."""
+    random: a uniformly random node with the scientist's first candidate; mutate: random edits, no model;
+    or module:attr of your own `search.methods.Method`."""
+    profile: Literal["auto", "small", "capable"] = "auto"
+    """Defaults for the model's size (`search.profiles`): small (directed hypotheses, value menus, the best
+    node as parent, short prompts) or capable (free hypotheses, parent choice, whole-function and file
+    edits, larger prompts); auto: small for the embedded model and local models under 1B parameters."""
     group: int = Field(4, ge=1)
     """N: actions drawn from one proposal per round (the GRPO group)."""
-    drafts: int = Field(2, ge=1)
-    """greedy: initial drafts from the root before improving the best node."""
-    debug_depth: int = Field(2, ge=0)
-    """greedy: how many times in a row a failed node is debugged before the best node is improved."""
     seed: int = 0
-    """Seeds the sampler and the models."""
+    """The run's one seed: the sampler's, and every model call's (derived in `search.seeds`)."""
     scientist_model: ModelConfig = ModelConfig()
     executor_model: ModelConfig = ModelConfig()
     budget: BudgetConfig = BudgetConfig()
@@ -90,24 +128,19 @@ class SearchConfig(BaseModel):
     """The plan, comparison and attribution calls."""
     attribution: AttributionConfig = AttributionConfig()
     """Failure attribution: causes, critic, routing table, verdict clamp, pivot distinctness."""
-    ttt: bool = False
-    """Test-time training: LoRA GRPO updates of the scientist during the search (transformers backend)."""
-    trainer_model: str | None = None
-    """TTT with a served scientist (vllm/openai): the local weights trained in this process; default:
-    scientist_model.model. Each checkpoint is loaded into the server under a new adapter name."""
-    grpo: GRPOConfig = GRPOConfig()
-    """The GRPO update and its schedule (used when `ttt` is on)."""
-    reward: RewardConfig = RewardConfig()
-    """How an action's score becomes its reward (used when `ttt` is on)."""
+    baselines: BaselinesConfig = BaselinesConfig()
+    """The baseline methods' own settings (greedy, mutate)."""
+    ttt: TTTConfig = TTTConfig()
+    """Test-time training."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile(cls, data: Any) -> Any:
+        return apply_profile(data) if isinstance(data, dict) else data
 
     @model_validator(mode="after")
     def _ttt_needs_groups(self) -> SearchConfig:
-        if self.ttt and self.method != "arts":
-            raise ValueError(
-                f"ttt trains on groups of actions drawn from one proposal, which only method arts makes "
-                f"(got method={self.method!r}); use --method arts or drop --ttt"
-            )
-        if self.ttt and self.group < 2:
+        if self.ttt.enabled and self.group < 2:
             raise ValueError(
                 f"ttt needs at least 2 actions per group to compare (group={self.group}); raise --group"
             )
@@ -115,7 +148,7 @@ class SearchConfig(BaseModel):
 
     @model_validator(mode="after")
     def _group_fits(self) -> SearchConfig:
-        if self.method == "arts" and self.group > self.scientist.candidates * 4:
+        if self.group > self.scientist.candidates * 4:
             raise ValueError(
                 f"group={self.group} draws far more actions than scientist.candidates={self.scientist.candidates}; "
                 "raise scientist.candidates or lower group"
@@ -139,7 +172,7 @@ def parse_value(text: str) -> Any:
 
 
 def load_config(path: Path | None, overrides: dict[str, Any]) -> SearchConfig:
-    """The TOML file (if any) with dotted-path overrides applied on top."""
+    """The TOML file (if any) with dotted-path overrides applied on top (the profile resolves on validation)."""
     data: dict[str, Any] = tomllib.loads(path.read_text()) if path else {}
     for key, value in overrides.items():
         _set_path(data, key, value)
@@ -171,6 +204,4 @@ def _toml_value(v: Any) -> str:
         return repr(v)
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
-    import json
-
     return json.dumps(str(v))

@@ -13,28 +13,25 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from arts.policy.answer_schema import schema_model
-from arts.policy.investigator import Tools
+from arts.policy.investigator import Finding, Investigator, Tools
 from arts.search.state import Node
+from arts.tasks.base import Task
 from arts.tasks.readonly import grep_lines, read_lines
-
-if TYPE_CHECKING:
-    from arts.search.loop import Search
 
 MAX_FILES = 40
 """Material files offered to the investigator (an enum in its grammar)."""
 
 
-def answer_file(s: Search) -> str:
-    answer = s.task.config.answer
-    return answer.file if answer is not None else s.task.config.editable[0]
+def answer_file(task: Task) -> str:
+    answer = task.config.answer
+    return answer.file if answer is not None else task.config.editable[0]
 
 
-def material_paths(s: Search) -> list[str]:
-    root = s.task.root.resolve()
-    paths = [str(p.resolve().relative_to(root)) for p in s.task.material_files() if p.is_file()]
+def material_paths(task: Task) -> list[str]:
+    root = task.root.resolve()
+    paths = [str(p.resolve().relative_to(root)) for p in task.material_files() if p.is_file()]
     text = [p for p in sorted(paths) if not p.endswith((".npz", ".npy", ".pt", ".bin", ".gz", ".zip"))]
     return text[:MAX_FILES]
 
@@ -47,37 +44,39 @@ def current_answer(files: dict[str, str], name: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def investigate(s: Search, node: Node, parent: Node, workdir: Path) -> Node:
-    """Run the investigator on `node.hypothesis` from the parent's answer; fill the node in."""
-    schema = s.task.answer_schema()
+def investigate(
+    task: Task, investigator: Investigator, node: Node, parent: Node, workdir: Path, seed: int
+) -> tuple[Node, list[Finding]]:
+    """Run the investigator on `node.hypothesis` from the parent's answer; fill the node in and return it
+    with the findings (which the round turns into observations)."""
+    schema = task.answer_schema()
     if schema is None:
         node.status, node.reason = "invalid", "the task declares no [answer] schema; add one to task.toml"
-        return node
-    name = answer_file(s)
+        return node, []
+    name = answer_file(task)
     case = workdir / "case"
     tools = Tools(
-        files=material_paths(s),
-        read=lambda path, start: read_lines(s.task, case, path, start),
-        grep=lambda pattern, path: grep_lines(s.task, case, pattern, path),
+        files=material_paths(task),
+        read=lambda path, start: read_lines(task, case, path, start),
+        grep=lambda pattern, path: grep_lines(task, case, pattern, path),
     )
     try:
-        result = s.investigator.run(
+        result = investigator.run(
             node.hypothesis,
             current_answer(parent.files, name),
             schema_model(schema),
             tools,
-            task_summary=s.task.statement.strip().splitlines()[0][:200],
-            seed=s.cfg.seed * 1000 + node.id,
+            task_summary=task.statement.strip().splitlines()[0][:200],
+            seed=seed,
         )
     finally:
         shutil.rmtree(case, ignore_errors=True)
     node.transcript = result.transcript
     node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens
-    s.findings[node.id] = result.findings
     if result.answer is None:
         node.status, node.reason = "invalid", result.reason or "no answer was written"
-        return node
+        return node, result.findings
     node.files = {**parent.files, name: json.dumps(result.answer, indent=1, ensure_ascii=False) + "\n"}
     node.status = "valid"
     node.metrics = {"findings": len(result.findings)}
-    return node
+    return node, result.findings

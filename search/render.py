@@ -30,6 +30,10 @@ class RenderConfig(BaseModel):
     """How many of the latest memory entries are shown."""
     statement_chars: int = Field(500, ge=50)
     """The task statement is cut to this many characters."""
+    inspect_recent: int = Field(6, ge=1)
+    """The scientist may inspect any of this many most recent nodes."""
+    inspected_chars: int = Field(2000, ge=100)
+    """The inspection reports joined to a proposal prompt are cut to this many characters."""
 
 
 def _fmt(x: float | None) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arts.search.grounding import ground, measured_values, numbers
-from arts.search.space import standing
+from arts.search.investigation.space import standing
 from arts.search.state import Node, SearchState
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}

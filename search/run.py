@@ -1,18 +1,28 @@
-"""Starting and resuming a run: the run directory, the resolved config, the backends, then the loop.
+"""Starting and resuming a run: the run directory, the resolved config, the backends, the run context, then
+the loop.
 
 The scientist and the executor are configured separately; when both name the same backend and model,
-one loaded model serves both (no second copy in memory).
+one loaded model serves both (no second copy in memory). A method that calls no model loads none.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from arts.policy.backends.registry import backend_class
 from arts.policy.base import Backend, Usage
+from arts.search.agents import Agents
 from arts.search.config import ModelConfig, SearchConfig, to_toml
-from arts.search.loop import Search
+from arts.search.context import Run
+from arts.search.lab import Lab
+from arts.search.ledger import Ledger
+from arts.search.loop import run_search
+from arts.search.meter import Meter
+from arts.search.methods import METHODS, Method
+from arts.search.seeds import Seeds
 from arts.search.store import Store
 from arts.tasks.base import resolve_task
 
@@ -22,9 +32,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
-def make_backend(mc: ModelConfig, sink, seed: int) -> Backend:
-    from arts.policy.backends.registry import backend_class
-
+def make_backend(mc: ModelConfig, sink: Callable[[Usage], None], seed: int) -> Backend:
     cls = backend_class(mc.backend)
     if mc.backend == "openai":
         if not mc.base_url:
@@ -33,39 +41,77 @@ def make_backend(mc: ModelConfig, sink, seed: int) -> Backend:
     return cls(model=mc.model, usage_sink=sink, seed=seed)
 
 
-def build_search(cfg: SearchConfig, store: Store, log=print) -> Search:
+def method_of(cfg: SearchConfig) -> Method:
+    """The configured method, checked against what the config asks of it."""
+    try:
+        method = METHODS.get(cfg.method)
+    except KeyError as e:
+        raise ValueError(f"method: {e.args[0]}") from None
+    if cfg.ttt.enabled and not method.makes_groups:
+        raise ValueError(
+            f"ttt trains on groups of actions drawn from one proposal, which method {cfg.method!r} does not "
+            "make; use --method arts or drop --ttt"
+        )
+    return method
+
+
+def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = print) -> tuple[Run, Method]:
+    method = method_of(cfg)
     task = resolve_task(cfg.task)
-    holder: dict[str, Search] = {}
+    ledger = Ledger(store)
+    meter = Meter(
+        cfg.budget, task.config.kind, list(ledger.state.events.values()), ledger.meta("wall_s", 0.0)
+    )
 
     def sink(u: Usage) -> None:
-        if "s" in holder:
-            holder["s"].on_usage(u)
+        executor = u.purpose in ("executor", "investigate", "answer")
+        pricing = (cfg.executor_model if executor else cfg.scientist_model).pricing
+        cost = pricing.cost(u) if pricing else 0.0
+        meter.usage(u, cost)
+        ledger.event("usage", **u.model_dump(), dollars=cost)
 
     scientist = executor = None
-    if cfg.method != "mutate":
+    if method.uses_model:
         scientist = make_backend(cfg.scientist_model, sink, cfg.seed)
-        executor = (
-            scientist
-            if cfg.executor_model == cfg.scientist_model
-            else make_backend(cfg.executor_model, sink, cfg.seed)
-        )
-    search = Search(cfg, task, store, scientist, executor, log=log)
-    holder["s"] = search
-    if cfg.ttt:
-        from arts.training.ttt import TestTimeTraining
-
-        if cfg.scientist_model.backend == "transformers":
-            trainer, serving = scientist, None
-        else:  # a served scientist: train a local copy of its weights, serve each checkpoint
-            local = ModelConfig(model=cfg.trainer_model or cfg.scientist_model.model)
-            trainer, serving = make_backend(local, lambda u: None, cfg.seed), scientist
-        search.ttt = TestTimeTraining(trainer, cfg.grpo, cfg.reward, store.run_dir, serving=serving)
-        search.ttt.resume(search)
-    return search
+        same = cfg.executor_model == cfg.scientist_model
+        executor = scientist if same else make_backend(cfg.executor_model, sink, cfg.seed)
+    agents = Agents(scientist, executor, cfg.scientist, cfg.analysis, cfg.executor, cfg.investigator)
+    seeds = Seeds(cfg.seed)
+    lab = Lab(task, ledger, meter, agents, seeds, cfg.components.memory, log)
+    run = Run(cfg, task, ledger, meter, lab, agents, log)
+    if cfg.ttt.enabled:
+        run.learning = start_learning(cfg, run, scientist)
+    return run, method
 
 
-def start_run(cfg: SearchConfig, run_dir: Path | None = None, log=print) -> dict:
+def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
+    """Test-time training: a local trainer (the scientist itself, or a local copy of a served one's
+    weights), whose every checkpoint the agents then sample from."""
+    from arts.search.learning import Learning
+    from arts.training.ttt import Trainer
+
+    if cfg.scientist_model.backend == "transformers":
+        trainer_backend, serving = scientist, None
+    else:  # a served scientist: train a local copy of its weights, serve each checkpoint
+        local = ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model)
+        trainer_backend, serving = make_backend(local, lambda u: None, cfg.seed), scientist
+    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir)
+    learning = Learning(
+        trainer,
+        run.ledger,
+        cfg.ttt.reward,
+        cfg.ttt.grpo.update_every,
+        log=run.log,
+        use_adapter=run.agents.use_adapter,
+        serving=serving,
+    )
+    learning.start()
+    return learning
+
+
+def start_run(cfg: SearchConfig, run_dir: Path | None = None, log: Callable[[str], None] = print) -> dict:
     task = resolve_task(cfg.task)  # fail on a bad task before creating anything
+    method_of(cfg)
     cfg = cfg.model_copy(update={"task": str(task.root) if task.root.parent.name != "builtin" else task.name})
     run_dir = run_dir or Path("runs") / f"{task.name}-{cfg.method}-{time.strftime('%Y%m%d-%H%M%S')}"
     if (run_dir / "arts.db").exists():
@@ -74,12 +120,12 @@ def start_run(cfg: SearchConfig, run_dir: Path | None = None, log=print) -> dict
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(to_toml(cfg))
-    log(f"run: {run_dir}  task {task.name}  method {cfg.method}")
+    log(f"run: {run_dir}  task {task.name}  method {cfg.method}  profile {cfg.profile}")
     with Store.open(run_dir) as store:
-        return build_search(cfg, store, log).run()
+        return run_search(*build_run(cfg, store, log))
 
 
-def resume_run(run_dir: Path, log=print) -> dict:
+def resume_run(run_dir: Path, log: Callable[[str], None] = print) -> dict:
     path = run_dir / "config.toml"
     if not (run_dir / "arts.db").exists() or not path.exists():
         raise ValueError(
@@ -88,4 +134,4 @@ def resume_run(run_dir: Path, log=print) -> dict:
     cfg = SearchConfig.model_validate(tomllib.loads(path.read_text()))
     log(f"resume: {run_dir}")
     with Store.open(run_dir, create=False) as store:
-        return build_search(cfg, store, log).run()
+        return run_search(*build_run(cfg, store, log))

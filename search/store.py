@@ -30,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
-from arts.search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Record, Rollout, SearchState
+from arts.search.state import (
+    Event,
+    Evidence,
+    Hypothesis,
+    Insight,
+    Node,
+    Observation,
+    Record,
+    Rollout,
+    SearchState,
+)
 
 SCHEMA_VERSION = 1
 """Version of the table layout below; bump it and add a migration when the layout changes."""

@@ -11,7 +11,7 @@ import pytest
 
 from arts.policy.analysis import AnalysisConfig, Analyst, Category, Cause, Critique, Judgement, Severity
 from arts.policy.base import Completion
-from arts.search.attribution import (
+from arts.search.investigation.attribution import (
     ROUTES,
     AttributionConfig,
     attribute,

@@ -123,7 +123,7 @@ def test_config_round_trips_the_new_sections(tmp_path):
     assert not cfg.components.comparison and cfg.space.cooldown == 3 and cfg.attribution.k == 4
     with pytest.raises(ValueError, match="extra"):
         load_config(None, {"components.nonsense": True})
-    assert json.loads(cfg.model_dump_json())["space"]["explore_candidates"] == 3
+    assert json.loads(cfg.model_dump_json())["space"]["cooldown"] == 3
 
 
 def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rules):
@@ -144,19 +144,19 @@ def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rul
 
 
 def test_selection_spreads_over_regions_and_favours_open_evidence():
-    from types import SimpleNamespace
-
-    from arts.search import dual
+    from arts.policy.candidates import Candidate
+    from arts.search.investigation.hypotheses import selection_weights
     from arts.search.state import Observation, SearchState
 
     state = SearchState(observations={1: Observation(id=1, text="X above 3 fails", source="execution")})
-    s = SimpleNamespace(state=state, cfg=SearchConfig())
     cands = [
-        {"probability": 0.4, "region": "constants"},
-        {"probability": 0.4, "region": "Constant"},  # the same region written another way
-        {"probability": 0.2, "region": "control flow", "cites": [1]},
+        Candidate(parent=1, hypothesis="a", probability=0.4, region="constants"),
+        Candidate(
+            parent=1, hypothesis="b", probability=0.4, region="Constant"
+        ),  # the same region, written another way
+        Candidate(parent=1, hypothesis="c", probability=0.2, region="control flow", cites=[1]),
     ]
-    w = dual.selection_weights(s, cands)
+    w = selection_weights(state, cands, SearchConfig().space.cite_boost, observations=True)
     assert w[0] == w[1] == pytest.approx(0.2) and w[2] == pytest.approx(0.3)
 
 

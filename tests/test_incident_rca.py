@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from arts.tasks.base import BUILTIN_DIR, Task, TaskError, load_task
+from arts.tasks.evaluate import run_evaluation
 from scripts.make_incidents import (
     ALL_SERVICES,
     DEFAULT_OUT,
@@ -27,8 +29,6 @@ from scripts.make_incidents import (
 )
 from scripts.rca_heuristic import diagnose_case, diagnose_incident
 from scripts.rca_heuristic import main as heuristic_main
-from arts.tasks.base import BUILTIN_DIR, Task, TaskError, load_task
-from arts.tasks.evaluate import run_evaluation
 
 SEEDS = range(100, 160)
 """Generator seeds for the calibration checks (the committed case uses DEFAULT_SEED * 1000 + k)."""

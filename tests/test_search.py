@@ -18,8 +18,9 @@ import pytest
 from arts.policy.base import Completion, Usage
 from arts.policy.scientist import directed_target, spread
 from arts.search.config import SearchConfig
-from arts.search.methods import by_promise
-from arts.search.run import build_search, resume_run, start_run
+from arts.search.loop import run_search
+from arts.search.methods.targets import by_promise
+from arts.search.run import build_run, resume_run, start_run
 from arts.search.state import Node
 from arts.search.store import Store
 
@@ -242,7 +243,7 @@ def fill(node: dict, defs: dict | None = None) -> object:
 def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
     run_dir.mkdir(parents=True, exist_ok=True)
     with Store.open(run_dir) as store:
-        return build_search(cfg, store, log=lambda line: None).run()
+        return run_search(*build_run(cfg, store, log=lambda line: None))
 
 
 def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
@@ -266,7 +267,7 @@ def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
     ran = [n.files["solution.py"] for n in state.nodes.values() if n.status in ("seed", "valid")]
     assert len(ran) == len(set(ran))  # a program already evaluated is never evaluated again
     with Store.open(tmp_path / "run", create=False) as store:
-        known = build_search(cfg, store, log=lambda line: None).known_programs()
+        known = build_run(cfg, store, log=lambda line: None)[0].lab.known_programs()
     assert known(state.nodes[1].files) == "node 1: score -4" and known({"solution.py": "X = 0"}) is None
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["task"] == "toy-quadratic"
     assert (tmp_path / "run" / "best" / "solution.py").is_file()
@@ -357,7 +358,7 @@ def test_greedy_debugs_a_failed_leaf_before_improving_the_best(tmp_path, rules):
     cfg = SearchConfig(
         task=str(make_task(tmp_path / "task")),
         method="greedy",
-        drafts=1,
+        baselines={"drafts": 1},
         group=3,
         budget={"evals": 3},
         executor={"max_actions": 1, "value_menu": False},  # X = 1e308 is on no value menu

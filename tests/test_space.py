@@ -3,16 +3,16 @@ the region map and its bounded rendering (pure functions; a test applies the ret
 
 from __future__ import annotations
 
-from arts.search.space import (
+from arts.search.investigation.space import (
     archive,
     best_supported,
     established,
     find_hypothesis,
+    hypothesis_for,
     hypothesis_map,
     lineage,
     normalise_label,
     observe,
-    propose,
     record_node,
     refine,
     refuted,
@@ -58,10 +58,10 @@ def test_one_axis_written_four_ways_is_one_label():
 
 def test_a_rephrased_hypothesis_is_found_not_added_again():
     s = SearchState()
-    h, new = propose(s, "Use a larger learning rate", "Learning rate", "high", round=1, cites=[99])
+    h, new = hypothesis_for(s, "Use a larger learning rate", "Learning rate", "high", round=1, cites=[99])
     assert new and h.id == 0 and h.cites == [] and h.created_round == 1  # unknown observation ids dropped
     put(s, h)
-    again, new = propose(s, "use larger learning-rates", "lr", "x", round=2)
+    again, new = hypothesis_for(s, "use larger learning-rates", "lr", "x", round=2)
     assert not new and again.id == h.id
     assert find_hypothesis(s, "Use a smaller learning rate") is None
 

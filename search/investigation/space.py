@@ -35,6 +35,22 @@ from arts.search.state import (
 )
 
 R = TypeVar("R", bound=Record)
+
+
+class SpaceConfig(BaseModel):
+    """The hypothesis and observation spaces."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    cooldown: int = Field(2, ge=0)
+    """Rounds a set-aside hypothesis waits before it may be revived."""
+    prompt_tokens: int = Field(260, ge=50)
+    """Share of the prompt for the map, revivable set-asides and unexplained observations."""
+    cite_boost: float = Field(1.5, ge=1.0)
+    """A candidate citing an observation no working hypothesis explains is drawn this much more often."""
+    stop_when_stale: bool = True
+    """Stop when a round adds no new hypothesis, observation or direction."""
+
+
 ACTIVE: tuple[HypothesisStatus, ...] = ("working", "retained", "revived")
 """Statuses of the hypotheses the search currently holds; only their support explains an observation."""
 OVERLAP = 0.8
@@ -99,7 +115,7 @@ def find_hypothesis(state: SearchState, text: str) -> Hypothesis | None:
     )
 
 
-def propose(
+def hypothesis_for(
     state: SearchState,
     text: str,
     axis: str,

@@ -50,7 +50,7 @@ STOPWORDS = frozenset(
 class AttributionConfig(BaseModel):
     """How failures are attributed and when the search counts as stalled."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     k: int = Field(3, ge=3, le=5)
     """Candidate causes asked for per attribution."""
     clamp_confidence: float = Field(0.6, ge=0, le=1)
@@ -68,6 +68,8 @@ class AttributionConfig(BaseModel):
     """A pivot whose word overlap (Jaccard) with an archived hypothesis reaches this is not new."""
     pivot_retries: int = Field(2, ge=0)
     """How many times the loop asks again for a pivot that is distinct from the archived ones."""
+    per_round: int = Field(1, ge=0)
+    """At most this many failure attributions per round (each is 3 model calls)."""
 
 
 class Trajectory(BaseModel):

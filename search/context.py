@@ -1,0 +1,63 @@
+"""The run context: the parts a round works with, each with one job, and the seeds derived in one place.
+
+- `ledger`: the only writer of records (store first, then the in-memory state);
+- `meter`: every budget and every reason to stop;
+- `lab`: one action in, one evaluated node out;
+- `agents`: the scientist, analyst, executor and investigator, and the adapter they sample from;
+- `learning`: test-time training, when on (`search.learning`);
+- `seeds`: every seed a model call or draw uses, derived from the run's one seed.
+A method's round receives this context and hands each step only the parts it uses.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from arts.search.agents import Agents
+from arts.search.config import SearchConfig
+from arts.search.lab import Lab
+from arts.search.ledger import Ledger
+from arts.search.meter import Meter
+from arts.search.seeds import Seeds
+from arts.search.state import SearchState
+from arts.tasks.base import Task
+
+if TYPE_CHECKING:
+    from arts.search.learning import Learning
+
+
+@dataclass
+class Run:
+    cfg: SearchConfig
+    task: Task
+    ledger: Ledger
+    meter: Meter
+    lab: Lab
+    agents: Agents
+    log: Callable[[str], None]
+    rng: random.Random = field(init=False)
+    seeds: Seeds = field(init=False)
+    learning: Learning | None = None
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.cfg.seed)
+        self.seeds = Seeds(self.cfg.seed)
+
+    @property
+    def state(self) -> SearchState:
+        return self.ledger.state
+
+    @property
+    def round(self) -> int:
+        return int(self.ledger.meta("round", 0))
+
+    def stop_reason(self, within_round: bool = False) -> str | None:
+        return self.meter.stop_reason(self.round, within_round)
+
+    @property
+    def metric(self) -> str:
+        m = self.task.config.metric
+        return m.name if m else "result"

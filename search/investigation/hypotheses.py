@@ -1,0 +1,146 @@
+"""Hypotheses of an arts round: candidates become working hypotheses, some may not be drawn, and each
+tested one is kept, refined or set aside afterwards.
+
+- `admissible`: a candidate is not drawn while it repeats a set-aside hypothesis in its cooldown, an
+  archived one, or comes too close to a direction abandoned by a pivot;
+- `selection_weights`: a stated probability is shared among the candidates of its region (every region
+  weighs like one candidate) and raised when the candidate cites an unexplained observation;
+- `register`: the drawn candidate as a working hypothesis (found, revived or created);
+- `exploit`: retain, refine or set aside each tested hypothesis by its evidence and routed decision.
+Not done here: the rules of the space themselves (`space`), or what an experiment showed (`observations`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from arts.policy.candidates import Candidate
+from arts.search.investigation import space
+from arts.search.investigation.attribution import Decision, distinct
+from arts.search.ledger import Ledger
+from arts.search.state import Hypothesis, Insight, SearchState
+
+
+def admissible(state: SearchState, cands: list[Candidate], round: int, threshold: float) -> list[bool]:
+    archived = [h.text for h in state.hypotheses.values() if h.archived]
+    out = []
+    for c in cands:
+        h = space.find_hypothesis(state, c.hypothesis)
+        cooling = h is not None and h.status == "set_aside" and h not in space.revivable(state, round)
+        gone = h is not None and h.archived
+        far = not archived or distinct(c.hypothesis, archived, threshold)
+        out.append(not cooling and not gone and far)
+    return out
+
+
+def selection_weights(
+    state: SearchState, cands: list[Candidate], cite_boost: float, observations: bool
+) -> list[float]:
+    regions = Counter(space.normalise_label(c.region) for c in cands)
+    open_ids = {o.id for o in space.unexplained(state)} if observations else set()
+    out = []
+    for c in cands:
+        w = c.probability / regions[space.normalise_label(c.region)]
+        out.append(w * cite_boost if open_ids & set(c.cites) else w)
+    return out
+
+
+def combine_hint(state: SearchState, limit: int = 3) -> str:
+    """Hypotheses that each improved on their parent may be combined in one candidate."""
+    won = [h for h in state.hypotheses.values() if h.status == "retained" and not h.archived][-limit:]
+    if len(won) < 2:
+        return ""
+    names = ", ".join(f"h{h.id} ({h.text[:50]})" for h in won)
+    return f"Each of {names} improved the score: a candidate may combine two of them."
+
+
+def register(ledger: Ledger, cand: Candidate, round: int, parent_hypothesis: int | None = None) -> Hypothesis:
+    state = ledger.state
+    cites = [o for o in cand.cites if o in state.observations]
+    h, new = space.hypothesis_for(
+        state,
+        cand.hypothesis,
+        space.normalise_label(cand.axis),
+        space.normalise_label(cand.region),
+        round,
+        cites=cites,
+        parent=parent_hypothesis,
+    )
+    if new:
+        h = ledger.add(h)
+        ledger.event("hypothesis", round=round, id=h.id, text=h.text, cites=cites)
+    moved = space.revive(h, round) if h.status == "set_aside" else space.work(h, round)
+    return ledger.update(moved) if moved is not None else h
+
+
+def tested(state: SearchState, node_ids: list[int]) -> list[Hypothesis]:
+    """The hypotheses the given nodes tested, each once, in the order first met."""
+    return list({h.id: h for n in node_ids for h in state.hypotheses.values() if n in h.nodes}.values())
+
+
+class Exploit:
+    """Keep, repair, refine or set aside each tested hypothesis (one round's decisions)."""
+
+    def __init__(self, ledger: Ledger, round: int, cooldown: int, observations: bool, memory: bool):
+        self.ledger, self.round, self.cooldown = ledger, round, cooldown
+        self.observations, self.memory = observations, memory
+
+    def __call__(self, tested: list[Hypothesis], flawed: set[int], decisions: dict[int, Decision]) -> int:
+        """Returns how many directions changed."""
+        state, changed = self.ledger.state, 0
+        for h in tested:
+            h = state.hypotheses[h.id]
+            decision = next((decisions[n] for n in h.nodes if n in decisions), None)
+            if h.id in flawed:
+                self.note(f"h{h.id}: the experiment was flawed; retest it", h.nodes[-1] if h.nodes else None)
+                continue
+            if decision is not None:
+                changed += self.route(h, decision)
+            elif self.observations and space.refuted(state, h.id):
+                changed += self.commit(space.set_aside(h, self.round, self.cooldown), "set_aside", h)
+            elif any(improved(state, n) for n in h.nodes):
+                changed += self.commit(space.retain(h, self.round), "retained", h)
+        return changed
+
+    def route(self, h: Hypothesis, d: Decision) -> int:
+        """Apply a routing decision to its hypothesis."""
+        fix = d.cause.fix if d.cause else ""
+        node = h.nodes[-1] if h.nodes else None
+        if d.action in ("repair", "fix_protocol"):
+            what = "implementation" if d.action == "repair" else "evaluation protocol"
+            self.note(f"h{h.id}: repair the {what}: {fix}", node)
+            return 1
+        if d.action in ("refine_local", "refine_structural"):
+            child = self.ledger.add(space.refine(h, f"{h.text[:60]}; {fix}"[:120], self.round))
+            self.ledger.event("hypothesis", round=self.round, id=child.id, text=child.text, refines=h.id)
+            self.commit(space.set_aside(h, self.round, self.cooldown), "refined", h)
+            return 1
+        self.commit(space.archive(h, self.round), "archived", h)  # pivot: a fatal flaw of the method
+        self.note(f"h{h.id} abandoned (fatal flaw): {d.cause.cause if d.cause else ''}", node)
+        return 1
+
+    def commit(self, moved: Hypothesis | None, what: str, h: Hypothesis) -> int:
+        if moved is None:
+            return 0
+        self.ledger.update(moved)
+        self.ledger.event("hypothesis_status", round=self.round, id=h.id, status=what)
+        return 1
+
+    def note(self, text: str, node: int | None) -> None:
+        if self.memory:
+            self.ledger.add(Insight(text=text[:200], kind="memory", node=node, round=self.round))
+
+
+def improved(state: SearchState, nid: int) -> bool:
+    n = state.nodes[nid]
+    p = state.nodes.get(n.parent) if n.parent is not None else None
+    return bool(p and p.score is not None and n.score is not None and n.score > p.score)
+
+
+def novelty(ledger: Ledger) -> tuple[int, int, int]:
+    """What a round must change to count as progress: the number of hypotheses, of observation sightings
+    (new or confirming), and of direction changes (status moves and routing decisions)."""
+    state = ledger.state
+    sightings = sum(o.times_seen for o in state.observations.values())
+    moves = len(ledger.events("hypothesis_status")) + len(ledger.events("routing"))
+    return len(state.hypotheses), sightings, moves

@@ -1,0 +1,208 @@
+"""The lab: turns one action (a parent and a hypothesis) into one evaluated node, committed at once.
+
+A node is stored as `pending` before any work starts, so a run killed mid-experiment leaves a trace that
+resume closes as interrupted; it is stored again with its outcome before `expand` returns. Every
+evaluation is claimed from the meter first, so no experiment can spend past the budget. On an optimize
+task the executor edits the program and validates it in the sandbox; on an answer task the investigator
+reads the case and writes the deliverable (`search.diagnose`); a baseline may bring its own `edit`.
+
+Not done here: choosing actions (the methods), or what a node means for the hypotheses (`investigation`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from arts.policy.executor import mentioned, program_key
+from arts.search import diagnose
+from arts.search.agents import Agents
+from arts.search.investigation.reports import memory_entry
+from arts.search.ledger import Ledger
+from arts.search.meter import BudgetSpent, Meter
+from arts.search.render import tried_edits
+from arts.search.seeds import Seeds
+from arts.search.state import Node, Rollout
+from arts.tasks.base import EvalResult, Task
+from arts.tasks.evaluate import run_evaluation
+
+Edit = Callable[[Node, Path], Node]
+"""A baseline's own experiment: fills in the pending node (files, status, score) in its work folder."""
+
+
+def fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+class Lab:
+    def __init__(
+        self,
+        task: Task,
+        ledger: Ledger,
+        meter: Meter,
+        agents: Agents,
+        seeds: Seeds,
+        memory: bool,
+        log: Callable[[str], None],
+    ):
+        self.task, self.ledger, self.meter, self.agents = task, ledger, meter, agents
+        self.seeds, self.memory, self.log = seeds, memory, log
+        self.findings: dict[int, list] = {}
+        """An answer-kind node's investigator findings, until the round turns them into observations."""
+        self._program_keys: dict[int, str] = {}
+
+    @property
+    def state(self):
+        return self.ledger.state
+
+    @property
+    def round(self) -> int:
+        return int(self.ledger.meta("round", 0))
+
+    def node_dir(self, node_id: int) -> Path:
+        return self.ledger.store.node_dir(node_id)
+
+    # -- evaluation ----------------------------------------------------------------------------------------
+    def evaluate(self, files: dict[str, str], workdir: Path) -> EvalResult:
+        self.meter.take_eval()
+        res = run_evaluation(self.task, files, workdir)
+        self.meter.eval_done(res.wall_s)
+        self.ledger.event(
+            "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200]
+        )
+        (workdir / "stdout.txt").write_text(res.stdout_tail)
+        (workdir / "stderr.txt").write_text(res.stderr_tail)
+        return res
+
+    def score(self, node: Node, res: EvalResult) -> Node:
+        """Fill in a node from an evaluation result."""
+        node.eval_s = res.wall_s
+        if res.valid:
+            node.status, node.raw_score, node.score = "valid", res.score, self.task.normalise(res.score)
+            node.metrics = res.metrics
+        else:
+            node.status, node.reason = "invalid", res.reason
+        return node
+
+    def ensure_root(self) -> Node:
+        """The seed node, evaluated once (not counted against the budget)."""
+        roots = [n for n in self.state.nodes.values() if n.parent is None]
+        if roots:
+            return roots[0]
+        files = self.task.seed_files()
+        root = self.ledger.add(Node(parent=None, files=files, status="seed", hypothesis=""))
+        if files and self.task.config.evaluate is not None:
+            res = run_evaluation(self.task, files, self.node_dir(root.id))
+            root.raw_score, root.score = res.score, self.task.normalise(res.score) if res.valid else None
+            root.metrics, root.reason, root.eval_s = res.metrics, res.reason, res.wall_s
+            self.ledger.update(root)
+            self.log(f"seed: {fmt(root.raw_score)}{'' if res.valid else '  INVALID: ' + res.reason}")
+        self.ledger.store.write_node_files(root)
+        return root
+
+    def close_interrupted(self) -> None:
+        for n in list(self.state.nodes.values()):
+            if n.status == "pending" and n.parent is not None:
+                n.status, n.reason = "invalid", "interrupted (the run was killed during this experiment)"
+                self.ledger.update(n)
+
+    # -- one experiment ------------------------------------------------------------------------------------
+    def expand(
+        self,
+        parent: Node,
+        hypothesis: str,
+        axis: str,
+        rollout: Rollout | None = None,
+        edit: Edit | None = None,
+    ) -> Node:
+        """Run one experiment from `parent` and commit the node (pending first, so a kill leaves a trace)."""
+        node = self.ledger.add(
+            Node(
+                parent=parent.id,
+                depth=parent.depth + 1,
+                round=self.round,
+                hypothesis=hypothesis,
+                axis=axis,
+                files=parent.files,
+                status="pending",
+                rollout=rollout.id if rollout else None,
+            )
+        )
+        workdir = self.node_dir(node.id)
+        t0 = time.time()
+        try:
+            if edit is not None:
+                node = edit(node, workdir)
+            elif self.task.config.kind == "answer":
+                seed = self.seeds.node(node.id)
+                node, found = diagnose.investigate(
+                    self.task, self.agents.investigator, node, parent, workdir, seed
+                )
+                self.findings[node.id] = found
+            else:
+                node = self._execute(node, parent, workdir)
+        except BudgetSpent:
+            node.status, node.reason = "invalid", "evaluation budget spent before a valid result"
+        node.exec_s = max(time.time() - t0 - node.eval_s, 0.0)
+        self.ledger.update(node)
+        self.ledger.store.write_node_files(node)
+        if rollout is not None:
+            rollout.node = node.id
+            self.ledger.update(rollout)
+        if self.memory and (entry := memory_entry(self.state, node, self.round)) is not None:
+            self.ledger.add(entry)
+        best = self.state.best()
+        m = self.meter
+        outcome = fmt(node.raw_score) if node.raw_score is not None else node.status
+        self.log(
+            f"round {self.round}  node {node.id} <- {parent.id}  {outcome}"
+            f"  best {fmt(best.raw_score if best else None)}  evals {m.evals}/{m.budget.evals}"
+            f"  tokens {m.total_tokens}  {m.wall_s:.0f}s"
+        )
+        return node
+
+    def _execute(self, node: Node, parent: Node, workdir: Path) -> Node:
+        names = mentioned(node.hypothesis, {p: parent.files.get(p, "") for p in self.task.config.editable})
+        result = self.agents.executor.run(
+            node.hypothesis,
+            dict(parent.files),
+            self.task.config.editable,
+            lambda files: self.evaluate(files, workdir),
+            task_summary=self.task.statement.strip().splitlines()[0][:200],
+            known=self.known_programs(),
+            tried=tried_edits(self.state, names, self.task.normalise),
+        )
+        node.files, node.transcript = result.files, result.transcript
+        node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens
+        res = result.result
+        if res is not None and res.valid:
+            node = self.score(node, res)
+        else:
+            node.status = "invalid"
+            node.reason = result.reason or (res.reason if res else "no valid program")
+        node.eval_s = result.eval_s
+        return node
+
+    def known_programs(self) -> Callable[[dict[str, str]], str | None]:
+        """`known(files)`: the node that already ran exactly this program ("node 3: score 0.5"), if any.
+        Keys are computed once per finished node; a failed node counts only if it changed its parent."""
+        for n in self.state.nodes.values():
+            if n.id in self._program_keys or n.status == "pending":
+                continue
+            parent = self.state.nodes.get(n.parent) if n.parent is not None else None
+            ran = n.status in ("seed", "valid") or (parent is not None and n.files != parent.files)
+            self._program_keys[n.id] = program_key(n.files) if ran else ""
+        index: dict[str, Node] = {}
+        for nid, key in self._program_keys.items():
+            n = self.state.nodes[nid]
+            if key and (key not in index or n.status != "invalid"):
+                index[key] = n
+
+        def known(files: dict[str, str]) -> str | None:
+            n = index.get(program_key(files))
+            if n is None:
+                return None
+            return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + fmt(n.raw_score)}"
+
+        return known

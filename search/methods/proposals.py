@@ -1,0 +1,154 @@
+"""Proposals and their execution, shared by the arts round and the model baselines.
+
+`state_prompt` renders the state within its budget (nodes, memory, the hypothesis map, unexplained
+observations, the best program's constants); `propose` asks the scientist for K candidates under the
+grammar of the allowed parents, targets and citable observations; `run_group` turns drawn candidates into
+rollouts and nodes. Not done here: which candidates are drawn (the arts round), or the hypothesis rules.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from arts.policy.candidates import Candidate
+from arts.policy.scientist import Proposal, canonical_action
+from arts.search.context import Run
+from arts.search.investigation import hypotheses, observations, space
+from arts.search.investigation.plan import plan_lines
+from arts.search.investigation.reports import report
+from arts.search.methods import targets as targeting
+from arts.search.render import render_state, shown_memory
+from arts.search.state import Node, Rollout
+
+_OBS_ID = re.compile(r"\bo(\d+)\b")
+
+
+@dataclass
+class Proposed:
+    candidates: list[Candidate]
+    proposal: Proposal | None
+    tail: bool = False
+
+
+def space_prompt(run: Run) -> tuple[str, list[int]]:
+    """The rendered spaces and the observation ids they show (the ids a proposal may cite)."""
+    if not run.cfg.components.observations:
+        return "", []
+    state = run.state
+    text = space.render_space(state, run.cfg.space.prompt_tokens, run.agents.count_tokens, round=run.round)
+    ids = [int(m) for m in _OBS_ID.findall(text) if int(m) in state.observations]
+    if hint := hypotheses.combine_hint(state):
+        text = f"{text}\n{hint}" if text else hint
+    return text, list(dict.fromkeys(ids))
+
+
+def state_prompt(run: Run) -> tuple[str, list[int], list[int]]:
+    """The rendered state, the node ids it shows (allowed parents) and the observation ids (citable)."""
+    summary = f"{run.task.name}: {run.task.statement.strip()}"
+    if plan := plan_lines(run.state.meta):
+        summary = f"{plan}\n{summary}"
+    render = run.cfg.render if run.cfg.components.memory else run.cfg.render.model_copy(update={"memory": 0})
+    text, ids = render_state(run.state, summary, render, run.agents.count_tokens)
+    spaces, obs = space_prompt(run)
+    if spaces:
+        text += f"\n\n{spaces}"
+    best = run.state.best()
+    if best is not None and (k := targeting.knobs(best)):
+        text += f"\n\n## Constants in node {best.id}\n{k}"
+    return text, ids, obs
+
+
+def inspect_nodes(run: Run, state: str) -> str:
+    """The scientist names recent nodes to inspect (their reports join the proposal prompt) and memory
+    entries to drop (they stay in the store, inactive)."""
+    nodes = run.state.nodes
+    recent = [i for i in sorted(nodes, reverse=True) if nodes[i].parent is not None][
+        : run.cfg.render.inspect_recent
+    ]
+    if not recent:  # nothing but the seed yet: its code is already in the audit
+        return ""
+    t0 = time.time()
+    memory = shown_memory(run.state, run.cfg.render) if run.cfg.components.memory else []
+    chosen, forget, _ = run.agents.scientist.choose_inspect(state, recent, memory, run.seeds.round(run.round))
+    for mid in forget:
+        entry = run.state.insights[mid].model_copy(update={"active": False})
+        run.ledger.update(entry)
+        run.ledger.event("memory_drop", round=run.round, insight=mid, text=entry.text)
+    notes = [report(run.state, nodes[nid], run.lab.node_dir(nid)) for nid in chosen]
+    run.ledger.event("inspect_round", round=run.round, nodes=chosen, seconds=time.time() - t0)
+    return "\n\n".join(notes)
+
+
+def propose(
+    run: Run, parents: list[int] | None = None, attempt: int = 0, investigate: bool = False
+) -> Proposed:
+    """K candidates from the scientist. `investigate` (the arts round): inspect nodes first and ask for
+    tail candidates past `scientist.tail_depth`."""
+    cfg = run.cfg
+    moves = targeting.targets(run.state, run.lab.known_programs()) if cfg.scientist.directed else {}
+    if moves is None:  # measured on friedman: 70 rounds of refused DEGREE moves, an hour, no evaluation
+        run.meter.halt(
+            "every value on the menus of the best program's constants has been evaluated: nothing is left"
+            " to try (`--profile capable` or `--set scientist.directed=false` frees the hypotheses)"
+        )
+        return Proposed([], None)
+    state, shown, obs = state_prompt(run)
+    optimize = run.task.config.kind == "optimize"
+    allowed = parents or targeting.parent_ids(run.state, shown, cfg.scientist.parents, optimize)
+    extra = inspect_nodes(run, state) if investigate and cfg.scientist.inspect and attempt == 0 else ""
+    depth = max((run.state.nodes[i].depth for i in allowed), default=0)
+    tail = investigate and depth >= cfg.scientist.tail_depth
+    prompt = f"{state}\n\n## Inspected\n{extra[: cfg.render.inspected_chars]}" if extra else state
+    prop = run.agents.scientist.propose(
+        prompt,
+        allowed,
+        tail=tail,
+        seed=run.seeds.proposal(run.round, attempt),
+        example=None if moves else targeting.example(run.state, run.rng),
+        observation_ids=obs or None,
+        targets=moves or None,
+    )
+    cands = prop.candidates
+    if not cands:
+        error = prop.completion.error if prop.completion else ""
+        run.ledger.event("proposal_failed", round=run.round, error=error)
+        run.log(f"round {run.round}: unusable proposal ({error or 'no answer'})")
+    return Proposed(cands, prop, tail)
+
+
+def run_group(
+    run: Run, proposed: Proposed, picks: list[tuple[int, float, bool]], register: bool
+) -> list[Node]:
+    """Execute the drawn candidates one by one; each becomes a rollout and a node, and (with `register`)
+    a working hypothesis with the evidence its node produced."""
+    nodes: list[Node] = []
+    cands, prop = proposed.candidates, proposed.proposal
+    for idx, prob, _tail in picks:
+        if run.stop_reason(within_round=True):
+            break
+        c = cands[idx]
+        rollout = run.ledger.add(
+            Rollout(
+                round=run.round,
+                group=run.round,
+                prompt=prop.messages,
+                candidates=[x.model_dump() for x in cands],
+                drawn=idx,
+                probability=min(max(prob, 0.0), 1.0),
+                action=canonical_action(c),
+                json_schema=prop.json_schema,
+            )
+        )
+        if run.learning is not None:
+            rollout = run.learning.on_rollout(rollout)
+        h = hypotheses.register(run.ledger, c, run.round) if register else None
+        node = run.lab.expand(run.state.nodes[c.parent], c.hypothesis, c.axis, rollout)
+        if h is not None:
+            found = run.lab.findings.pop(node.id, None)
+            observations.after_node(
+                run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
+            )
+        nodes.append(node)
+    return nodes

@@ -1,0 +1,106 @@
+"""What a directed hypothesis may name, most promising first (the `small` profile's target ordering).
+
+A 135M scientist writes useful hypotheses only when the grammar hands it real targets of the best program:
+each numeric constant with the directions whose value menu still holds a program not yet evaluated, and
+each function whose return the executor can set. The order matters because each of the K candidates gets
+its own share (`policy.scientist.spread`): targets whose latest test raised the best score lead, then
+untested ones, then the least recently tested. Not done here: the grammar itself (`policy.scientist`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from arts.policy.edits import constant_menus
+from arts.policy.scientist import Moves, directed_target
+from arts.policy.targets import list_targets, return_functions
+from arts.search.state import Node, SearchState
+
+
+def knobs(node: Node, limit: int = 8) -> str:
+    """The named constants of a node's program: what a small model can cite in a concrete hypothesis."""
+    pairs = [(k, v) for text in node.files.values() for k, v in list_targets(text).constants.items()][:limit]
+    return "\n".join(f"- {k} = {v[:40]}" for k, v in pairs)
+
+
+def example(state: SearchState, rng: random.Random) -> str | None:
+    """A concrete hypothesis about a real target of the best node, drawn at random each round: a numeric
+    constant, or else a function that ends in a one-line return (the 135M model copies the example's form,
+    so it must name something that exists)."""
+    best = state.best()
+    files = best.files if best else {}
+    pairs = [(k, v) for text in files.values() for k, v in list_targets(text).constants.items()]
+    numeric = [(k, v) for k, v in pairs if v.replace(".", "", 1).replace("-", "", 1).isdigit()]
+    if numeric:
+        name, value = rng.choice(numeric)
+        return f"change {name} from {value} to a better value"
+    returns = [f for text in files.values() for f in return_functions(text)]
+    if returns:
+        name, params = rng.choice(returns)
+        return f"make {name} return a better expression of {', '.join(params)}"
+    return None
+
+
+def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -> Moves | None:
+    """The moves left at the best node, most promising first; None when the program has constants but
+    every value of every menu has run (nothing is left to try)."""
+    best = state.best()
+    if best is None:
+        return {}
+    files = {p: t for p, t in best.files.items() if p.endswith(".py")}
+
+    def fresh(edited: dict[str, str]) -> bool:
+        return not known({**best.files, **edited})
+
+    names = list(constant_menus(files))
+    up = constant_menus(files, fresh, dict.fromkeys(names, 1))
+    down = constant_menus(files, fresh, dict.fromkeys(names, -1))
+    moves: Moves = {}
+    for name in names:
+        verbs = (("increase",) if up[name] else ()) + (("decrease",) if down[name] else ())
+        if verbs:
+            moves[name] = verbs
+    for text in files.values():
+        moves.update((name, ("rewrite",)) for name, _ in return_functions(text))
+    if names and not moves:
+        return None
+    return by_promise(moves, list(state.nodes.values()))
+
+
+def by_promise(moves: Moves, nodes: list[Node]) -> Moves:
+    """`moves` reordered, most promising first: targets whose latest round of directed tests raised the
+    best score of the rounds before, then untested ones, then the rest, least recently tested first
+    (program order breaks ties)."""
+    top: dict[int, float] = {}  # round -> its best score
+    for n in nodes:
+        if n.score is not None:
+            top[n.round] = max(top.get(n.round, n.score), n.score)
+    best_before: dict[int, float] = {}  # round -> the best score of the rounds before it
+    running = float("-inf")
+    for r in sorted({n.round for n in nodes}):
+        best_before[r], running = running, max(running, top.get(r, running))
+    # target -> (its latest round of tests, whether one of them raised the best)
+    last: dict[str, tuple[int, bool]] = {}
+    for n in sorted(nodes, key=lambda n: n.round):
+        if n.parent is None or (move := directed_target(n.hypothesis)) is None:
+            continue
+        raised = n.score is not None and n.score > best_before[n.round]
+        r, before = last.get(move[1], (-1, False))
+        last[move[1]] = (n.round, raised or (before and r == n.round))
+    order = list(moves)
+
+    def rank(name: str) -> tuple[int, int, int]:
+        r, raised = last.get(name, (-1, False))
+        return (0 if raised else 1 if r < 0 else 2, r, order.index(name))
+
+    return {name: moves[name] for name in sorted(moves, key=rank)}
+
+
+def parent_ids(state: SearchState, shown: list[int], k: int, optimize: bool) -> list[int]:
+    """The parents a proposal may name: on an optimize task the `k` best-scoring nodes, best first; else
+    (or with k = 0) every node the state shows."""
+    if k == 0 or not optimize:
+        return shown
+    ranked = sorted((n for n in state.valid_nodes() if n.score is not None), key=lambda n: (-n.score, n.id))
+    return [n.id for n in ranked[:k]] or shown

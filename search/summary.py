@@ -1,0 +1,81 @@
+"""The end of a run: the answer node re-scored on the hidden test split, `best/`, `summary.json`, the report.
+
+The answer is the best node; on an answer-kind task (no score during the search) it is the best-supported
+node. Every number in the summary comes from the store or from the final test evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+
+from arts.search.context import Run
+from arts.search.investigation.space import best_supported, established, unexplained
+from arts.search.methods.base import Method
+from arts.search.report import write_report
+from arts.tasks.evaluate import run_evaluation
+
+
+def finish(run: Run, reason: str, method: Method) -> dict:
+    state, ledger, task = run.state, run.ledger, run.task
+    run_dir = ledger.store.run_dir
+    best = state.best()
+    if task.config.kind == "answer" or best is None:
+        best = best_supported(state) or best  # no score: the answer is the best-supported node
+    claims = [h for h in state.hypotheses.values() if best is not None and best.id in h.nodes]
+    test_score = None
+    if best is not None and task.config.test is not None:
+        res = run_evaluation(task, best.files, run_dir / "test-work", split="test")
+        test_score = res.score if res.valid else None
+        ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)
+    if best is not None:
+        shutil.rmtree(run_dir / "best", ignore_errors=True)
+        (run_dir / "best").mkdir()
+        for name, text in best.files.items():
+            (run_dir / "best" / name).parent.mkdir(parents=True, exist_ok=True)
+            (run_dir / "best" / name).write_text(text)
+    nodes = [n for n in state.nodes.values() if n.parent is not None]
+    root = next((n for n in state.nodes.values() if n.parent is None), None)
+    m = run.meter
+    summary = {
+        "task": task.name,
+        "method": run.cfg.method,
+        "model": (run.cfg.scientist_model.model or "smollm2-135m (embedded)") if method.uses_model else None,
+        "nodes": len(nodes),
+        "valid_nodes": sum(n.status == "valid" for n in nodes),
+        "best": {
+            "node": best.id if best else None,
+            "score": best.raw_score if best else None,
+            "test_score": test_score,
+        },
+        "answer_node": best.id if best else None,
+        "answer_established": bool(claims) and all(established(state, h.id) for h in claims),
+        "baseline": root.raw_score if root else None,
+        "hypotheses": dict(Counter(h.status for h in state.hypotheses.values())),
+        "observations": {
+            "count": len(state.observations),
+            "confirmed": sum(not o.provisional for o in state.observations.values()),
+            "unexplained": len(unexplained(state)),
+        },
+        "routing": dict(
+            Counter(
+                e.payload["decision"]["action"] for e in ledger.events("routing") if e.payload.get("decision")
+            )
+        ),
+        "evals": m.evals,
+        "tokens": dict(m.tokens),
+        "dollars": round(m.dollars, 6),
+        "wall_s": round(m.wall_s, 2),
+        "timing_s": {k: round(v, 2) for k, v in m.timing.items()},
+        "stopped_because": reason,
+        "updates": {
+            "count": len(ledger.events("update")),
+            "steps": [e.payload for e in ledger.events("update")],
+        },
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    ledger.event("finish", **summary)
+    write_report(run_dir, state)
+    run.log(f"report: {run_dir / 'report.html'}")
+    return summary
