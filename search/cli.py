@@ -13,22 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
-import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any
 
 from arts.policy.base import BackendError
+from arts.search.flags import FIELD_DEST, add_field_flags, at, config_fields, doc
 from arts.search.store import StoreError
 from arts.tasks.base import TaskError, builtin_names, load_task, resolve_task
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-    from pydantic.fields import FieldInfo
-
     from arts.search.config import SearchConfig
 
 ALIASES = {
@@ -39,11 +37,9 @@ ALIASES = {
     "base_url": "scientist_model.base_url", "executor_model": "executor_model.model",
     "executor_backend": "executor_model.backend", "executor_base_url": "executor_model.base_url",
     "ttt": "ttt.enabled", "update_every": "ttt.grpo.update_every", "lora_rank": "ttt.grpo.lora_rank",
-    "lr": "ttt.grpo.lr",
+    "lr": "ttt.grpo.lr", "profile": "profile",
 }  # fmt: skip
 """The `search` sub-command's short flags (argparse dest) and the config field path each one sets."""
-FIELD_DEST = "field:"
-"""Prefix of the argparse dest of a generated field flag; the rest is the field path."""
 
 
 def _fmt(x: float | None) -> str:
@@ -174,6 +170,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         o.setdefault("executor_model.model", args.model)
     if args.backend is not None and args.executor_backend is None:
         o.setdefault("executor_model.backend", args.backend)
+    if args.base_url is not None and args.executor_base_url is None:
+        o.setdefault("executor_model.base_url", args.base_url)
     for part in args.without or []:
         o[f"components.{part}"] = False
     for dest, value in vars(args).items():
@@ -265,89 +263,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-# -- the config's fields, walked --------------------------------------------------------------------------
-def _submodel(annotation: Any) -> type[BaseModel] | None:
-    """The pydantic model a field holds (also as `Model | None`), or None for a leaf field."""
-    from pydantic import BaseModel
-
-    if get_origin(annotation) is None and isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation
-    if get_origin(annotation) in (Union, types.UnionType):
-        found = [m for m in map(_submodel, get_args(annotation)) if m is not None]
-        return found[0] if len(found) == 1 else None
-    return None
-
-
-def config_fields(model: type[BaseModel], prefix: str = "") -> Iterator[tuple[str, FieldInfo, type | None]]:
-    """(path, field, submodel or None) of every field under `model`, depth first, in declaration order."""
-    for name, info in model.model_fields.items():
-        sub = _submodel(info.annotation)
-        yield prefix + name, info, sub
-        if sub is not None:
-            yield from config_fields(sub, f"{prefix}{name}.")
-
-
-def _doc(info: FieldInfo, sub: type | None = None) -> str:
-    """The first line of a field's docstring (else its model's), or ""."""
-    text = info.description or (sub.__doc__ if sub is not None else None) or ""
-    return text.strip().split("\n", 1)[0].strip()
-
-
-def _is_text(annotation: Any) -> bool:
-    """Whether a field holds only text (str or string literals, maybe None): its flag value stays as typed."""
-    args = get_args(annotation) if get_origin(annotation) in (Union, types.UnionType) else (annotation,)
-
-    def text(a: Any) -> bool:
-        return a is str or (get_origin(a) is Literal and all(isinstance(v, str) for v in get_args(a)))
-
-    rest = [a for a in args if a is not type(None)]
-    return bool(rest) and all(map(text, rest))
-
-
-def _at(data: Any, path: str) -> Any:
-    """The value at a dotted path of a dumped config; None under a field that is None."""
-    for key in path.split("."):
-        data = data.get(key) if isinstance(data, dict) else None
-    return data
-
-
-def _add_field_flags(parser: argparse.ArgumentParser) -> None:
-    """One `--PATH VALUE` flag per leaf field of SearchConfig not already given a flag of that name, and the
-    choices of `--without` from the components' fields. Imports the config, hence the model code: called
-    only when `search` is parsed."""
-    from arts.search.config import SearchConfig, parse_value
-
-    fields = list(config_fields(SearchConfig))
-    parser.add_argument(
-        "--without", action="append", metavar="PART",
-        choices=[path.removeprefix("components.") for path, _, sub in fields if path.startswith("components.")],
-        help="turn one part of the arts round off (an ablation), repeatable: %(choices)s",
-    )  # fmt: skip
-    group = parser.add_argument_group("config fields", "every field by its path (see `arts config show`)")
-    defaults = SearchConfig().model_dump(mode="json")
-    for path, info, sub in fields:
-        if sub is not None or f"--{path}" in parser._option_string_actions:
-            continue  # a table, or a top-level field whose short flag is its path (--seed, --group)
-        default = json.dumps(_at(defaults, path))
-        group.add_argument(
-            f"--{path}", dest=FIELD_DEST + path, metavar="VALUE",
-            type=str if _is_text(info.annotation) else parse_value,
-            help=f"{_doc(info)} (default {default})".replace("%", "%%"),
-        )  # fmt: skip
-
-
 def cmd_config_show(args: argparse.Namespace) -> int:
     from arts.search.config import SearchConfig
 
     cfg, defaults = _load(args.config, _set_items(args.set)), SearchConfig()
     values, default_values = cfg.model_dump(mode="json"), defaults.model_dump(mode="json")
     for path, info, sub in config_fields(SearchConfig):
-        doc = _doc(info, sub)
+        text = doc(info, sub)
         if sub is not None:  # a table: its fields follow
-            print(f"\n[{path}]" + (f"  # {doc}" if doc else ""))
+            print(f"\n[{path}]" + (f"  # {text}" if text else ""))
             continue
-        value, default = json.dumps(_at(values, path)), json.dumps(_at(default_values, path))
-        print(f"{path} = {value}  # default {default}" + (f"; {doc}" if doc else ""))
+        value, default = json.dumps(at(values, path)), json.dumps(at(default_values, path))
+        print(f"{path} = {value}  # default {default}" + (f"; {text}" if text else ""))
     return 0
 
 
@@ -396,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.set_defaults(fn=cmd_eval)
 
     se = sub.add_parser(
-        "search", help="run a search on a task", populate=_add_field_flags,
+        "search", help="run a search on a task", populate=add_field_flags,
         usage="arts search [TASK] [--resume DIR] [options] [--FIELD.PATH VALUE ...] [--set PATH=VALUE ...]",
     )  # fmt: skip
     se.add_argument("task", nargs="?", help="built-in task name or task directory")
@@ -418,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--audits", type=int, help="R baseline audit calls")
     se.add_argument("--drafts", type=int, help="greedy: initial drafts")
     se.add_argument("--seed", type=int)
+    se.add_argument("--profile", choices=["auto", "small", "capable"], help="defaults for the model's size")
     se.add_argument("--run-dir", help="where the run goes (default runs/<task>-<method>-<time>)")
     se.add_argument("--ttt", action="store_true", default=None, help="test-time training (LoRA GRPO)")
     se.add_argument("--update-every", type=int, metavar="M", help="TTT: rounds between GRPO updates")
@@ -485,6 +413,9 @@ def main(argv: list[str] | None = None) -> int:
     except (TaskError, ValueError, KeyError, StoreError, BackendError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `arts config show | head`: the reader left; end quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

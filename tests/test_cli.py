@@ -99,7 +99,8 @@ def test_a_bad_field_value_names_the_field(monkeypatch, capsys):
 
 
 def test_short_flags_set_real_config_fields():
-    from arts.search.cli import ALIASES, config_fields
+    from arts.search.cli import ALIASES
+    from arts.search.flags import config_fields
     from arts.search.config import SearchConfig
 
     leaves = {path for path, _, sub in config_fields(SearchConfig) if sub is None}
@@ -158,3 +159,16 @@ def test_tasks_check_imports_no_model_code(tmp_path):
     argv = ["tasks", "check", str(write_task(tmp_path / "t"))]
     run = subprocess.run([sys.executable, "-c", FAST, *argv], capture_output=True, text=True, timeout=60)
     assert "ok" in run.stdout and run.stdout.strip().endswith("heavy: []"), run.stdout + run.stderr
+
+
+def test_profile_and_server_flags_reach_the_config(monkeypatch):
+    seen = capture_runs(monkeypatch)
+    main(["search", "toy", "--profile", "capable"])
+    main(["search", "toy", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--model", "m"])
+    main(["search", "toy", "--model", "big-served", "--backend", "openai", "--base-url", "http://h/v1",
+          "--profile", "small"])  # fmt: skip
+    capable, served, small = seen
+    assert capable.profile == "capable" and not capable.scientist.directed and not capable.executor.value_menu
+    assert served.executor_model.base_url == "http://127.0.0.1:9/v1"  # the executor reaches the server too
+    assert served.profile == "capable"  # a served model's size is unknown: capable unless told
+    assert small.profile == "small" and small.scientist.directed
