@@ -100,8 +100,8 @@ def test_a_bad_field_value_names_the_field(monkeypatch, capsys):
 
 def test_short_flags_set_real_config_fields():
     from arts.search.cli import ALIASES
-    from arts.search.flags import config_fields
     from arts.search.config import SearchConfig
+    from arts.search.flags import config_fields
 
     leaves = {path for path, _, sub in config_fields(SearchConfig) if sub is None}
     assert set(ALIASES.values()) <= leaves, set(ALIASES.values()) - leaves
