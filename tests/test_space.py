@@ -9,7 +9,6 @@ from arts.search.investigation.space import (
     established,
     find_hypothesis,
     hypothesis_for,
-    hypothesis_map,
     lineage,
     normalise_label,
     observe,
@@ -17,16 +16,15 @@ from arts.search.investigation.space import (
     refine,
     refuted,
     relate,
-    render_space,
     retain,
     revivable,
     revive,
     set_aside,
     standing,
-    under_explored,
     unexplained,
     work,
 )
+from arts.search.investigation.spacemap import hypothesis_map, render_space, under_explored
 from arts.search.state import Evidence, Hypothesis, Node, Observation, Record, SearchState
 
 _FIELD = {Node: "nodes", Hypothesis: "hypotheses", Observation: "observations", Evidence: "evidence"}

@@ -5,8 +5,8 @@ observation is a fact seen during the search that stands on its own, and an `Evi
 to the other (support / oppose / neutral / unassessed). This module holds the rules of both spaces as pure
 functions over a `SearchState`: which stored hypothesis a text already is, the status life cycle
 (pending → working → retained; set aside with a cooldown → revived; archived on a pivot), when a repeated
-observation is confirmed, what counts as refuted or established, and the map of regions that the
-scientist's prompt shows.
+observation is confirmed, and what counts as refuted or established (the map the prompt shows is
+`spacemap`).
 
 Every function returns the records to add (id 0) or changed copies (same id); the caller persists them
 with `Store.add` / `Store.update`. Nothing here does I/O, calls a model, or mutates the records it is given.
@@ -17,7 +17,7 @@ and no weighing of evidence beyond counting: one confirmed opposing observation 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -364,142 +364,6 @@ def unexplained(state: SearchState) -> list[Observation]:
         and not state.hypotheses[hid].archived
     }
     return [o for _, o in sorted(state.observations.items()) if o.id not in explained]
-
-
-# -- the map --------------------------------------------------------------------------------------------
-
-
-class RegionRow(BaseModel):
-    """One (axis, region) cell of the hypothesis map."""
-
-    model_config = ConfigDict(extra="forbid")
-    axis: str
-    """Normalised axis label."""
-    region: str
-    """Normalised region label."""
-    hypotheses: int = 0
-    """Hypotheses in the cell (archived ones included)."""
-    statuses: dict[str, int] = {}
-    """Hypothesis count per status."""
-    archived: int = 0
-    """How many of them were archived on a pivot."""
-    nodes: int = 0
-    """Distinct nodes that tested them."""
-    best_node: int | None = None
-    """The best-scoring of those nodes; None when none has a score."""
-    best_score: float | None = None
-    """Its direction-normalised score (higher is better)."""
-    best_raw: float | None = None
-    """Its score as the evaluator reported it, for display."""
-    last_round: int = 0
-    """The last round a hypothesis of the cell was proposed, changed, or tested."""
-
-
-def hypothesis_map(state: SearchState) -> list[RegionRow]:
-    """One row per (axis, region), the most recently touched first."""
-    rows: dict[tuple[str, str], RegionRow] = {}
-    tested_by: dict[tuple[str, str], set[int]] = {}
-    for h in state.hypotheses.values():
-        key = (normalise_label(h.axis), normalise_label(h.region))
-        r = rows.setdefault(key, RegionRow(axis=key[0], region=key[1]))
-        r.hypotheses += 1
-        r.statuses[h.status] = r.statuses.get(h.status, 0) + 1
-        r.archived += h.archived
-        r.last_round = max(r.last_round, h.created_round, h.updated_round)
-        for nid in h.nodes:
-            n = state.nodes.get(nid)
-            if n is None:
-                continue
-            tested_by.setdefault(key, set()).add(nid)
-            r.last_round = max(r.last_round, n.round)
-            if n.score is not None and (
-                r.best_score is None or (n.score, -n.id) > (r.best_score, -(r.best_node or 0))
-            ):
-                r.best_node, r.best_score, r.best_raw = n.id, n.score, n.raw_score
-    for key, ids in tested_by.items():
-        rows[key].nodes = len(ids)
-    return sorted(rows.values(), key=lambda r: (-r.last_round, -r.hypotheses, r.axis, r.region))
-
-
-def under_explored(rows: list[RegionRow], k: int) -> list[RegionRow]:
-    """The k cells with the fewest experiments (then fewest hypotheses), skipping fully archived ones."""
-    open_rows = [r for r in rows if r.archived < r.hypotheses]
-    return sorted(open_rows, key=lambda r: (r.nodes, r.hypotheses, r.last_round, r.axis, r.region))[:k]
-
-
-def _nodes(k: int) -> str:
-    return f"{k} node" if k == 1 else f"{k} nodes"
-
-
-def _cell(r: RegionRow) -> str:
-    return f"{r.axis or '(no axis)'} / {r.region or '-'}"
-
-
-def _row_line(r: RegionRow) -> str:
-    statuses = ", ".join(f"{c} {s.replace('_', ' ')}" for s, c in sorted(r.statuses.items()))
-    best = "" if r.best_raw is None else f", best {r.best_raw:.5g} (node {r.best_node})"
-    return f"- {_cell(r)}: {r.hypotheses} hyp ({statuses}), {_nodes(r.nodes)}{best}, round {r.last_round}"
-
-
-def render_space(
-    state: SearchState,
-    budget_tokens: int,
-    count: Callable[[str], int],
-    round: int | None = None,
-    per_section: int = 12,
-) -> str:
-    """The map, under-explored cells, revivable set-asides and unexplained observations, within the budget.
-
-    Each section is capped at `per_section` lines, so the cost stops growing with the state; lines are
-    then taken round-robin across sections while they fit, and whole lines are dropped, never cut.
-    """
-    now = int(state.meta.get("round", 0)) if round is None else round
-    rows = hypothesis_map(state)
-    unexp = sorted(unexplained(state), key=lambda o: (o.provisional, -o.id))  # confirmed, then newest
-    sections = [
-        ("Hypothesis map (axis / region)", [_row_line(r) for r in rows[:per_section]]),
-        (
-            "Under-explored",
-            [
-                f"- {_cell(r)}: {r.hypotheses} hyp, {_nodes(r.nodes)}"
-                for r in under_explored(rows, per_section)
-            ],
-        ),
-        (
-            "Set aside, may be revived",
-            [f"- h{h.id} [{h.axis}] {h.text[:90]}" for h in revivable(state, now)[-per_section:]],
-        ),
-        (
-            "Unexplained observations",
-            [
-                f"- o{o.id}{' (provisional)' if o.provisional else ''}: {o.text[:100]}"
-                for o in unexp[:per_section]
-            ],
-        ),
-    ]
-    taken: list[list[str]] = [[] for _ in sections]
-    full = [False] * len(sections)
-    used = 0
-    for i in range(per_section):
-        for s, (title, lines) in enumerate(sections):
-            if full[s] or i >= len(lines):
-                continue
-            cost = count(lines[i]) + 1 + (count(f"## {title}") + 2 if i == 0 else 0)
-            if used + cost > budget_tokens:
-                full[s] = True  # a section that overflows takes no later (lower-priority) lines
-                continue
-            taken[s].append(lines[i])
-            used += cost
-
-    def text() -> str:
-        return "\n\n".join(f"## {t}\n" + "\n".join(ls) for (t, _), ls in zip(sections, taken) if ls)
-
-    out = text()
-    while out and count(out) > budget_tokens:  # the per-line estimate can miss by a few tokens
-        longest = max(range(len(taken)), key=lambda s: len(taken[s]))
-        taken[longest].pop()
-        out = text()
-    return out
 
 
 def best_supported(state: SearchState) -> Node | None:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from arts.policy.candidates import Candidate
 from arts.policy.scientist import Proposal, canonical_action
 from arts.search.context import Run
-from arts.search.investigation import hypotheses, observations, space
+from arts.search.investigation import hypotheses, observations
 from arts.search.investigation.plan import plan_lines
 from arts.search.investigation.reports import report
+from arts.search.investigation.spacemap import render_space
 from arts.search.methods import targets as targeting
 from arts.search.render import render_state, shown_memory
 from arts.search.state import Node, Rollout
@@ -37,7 +38,7 @@ def space_prompt(run: Run) -> tuple[str, list[int]]:
     if not run.cfg.components.observations:
         return "", []
     state = run.state
-    text = space.render_space(state, run.cfg.space.prompt_tokens, run.agents.count_tokens, round=run.round)
+    text = render_space(state, run.cfg.space.prompt_tokens, run.agents.count_tokens, round=run.round)
     ids = [int(m) for m in _OBS_ID.findall(text) if int(m) in state.observations]
     if hint := hypotheses.combine_hint(state):
         text = f"{text}\n{hint}" if text else hint
