@@ -8,6 +8,15 @@ PY="${PYTHON:-python3}"
 VENV=.venv
 STAMP="$VENV/.arts-setup-stamp"
 want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+# System tools the tests use where the machine can have them: bubblewrap (the sandbox's filesystem view)
+# and a headless Chromium (the report's browser test). Installed with apt-get when we are root on Debian;
+# elsewhere the tests that need them skip and say why.
+if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null \
+    && ! { command -v bwrap && command -v chromium; } >/dev/null; then
+    echo "arts: installing bubblewrap and chromium with apt-get" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        bubblewrap chromium >/dev/null) || echo "arts: apt-get failed; sandbox and browser tests may skip" >&2
+fi
 if [[ -x "$VENV/bin/arts" && -f "$STAMP" && "$(cat "$STAMP")" == "$want" ]]; then
     exit 0
 fi
