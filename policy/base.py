@@ -48,6 +48,8 @@ class Usage(BaseModel):
     wall_s: float = 0.0
     purpose: str = ""
     """Who asked: 'audit', 'propose', 'executor', ... (set by the caller through `generate(purpose=)`)."""
+    adapter: str | None = None
+    """The LoRA adapter the call sampled from (its name on the backend or server); None: the base model."""
 
 
 class Pricing(BaseModel):

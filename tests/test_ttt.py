@@ -454,16 +454,26 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
             ttt={"enabled": True, "trainer_model": str(tiny_model_dir)},
             scientist_model={"backend": "openai", "base_url": url, "model": "tiny"},
             executor_model={"backend": "transformers", "model": "rules"},
-            scientist={"candidates": 2, "audits": 0, "inspect": 0, "max_tokens": 560},
+            scientist={"candidates": 2, "audits": 1, "inspect": 1, "max_tokens": 560},
             budget={"evals": 12},
         )
         summary = start_run(cfg, tmp_path / "run", log=lambda line: None)
     with Store.open(tmp_path / "run", create=False) as store:
-        names = [e.payload["name"] for e in store.events("adapter_served")]
+        events = store.events()
         rollouts = store.all(Rollout)
+    names = [e.payload["name"] for e in events if e.kind == "adapter_served"]
     assert summary["updates"]["count"] >= 1 and names[0] == "arts-ttt-0" and "arts-ttt-1" in names
     assert "arts-ttt-1" in served.adapters
     assert any(r.adapter == "adapters/1" for r in rollouts)  # a later round sampled from the served update
+    # every scientist call (audit, inspection, proposal) ran under the adapter in force at the time
+    in_force, checked = None, set()
+    for e in events:
+        if e.kind == "adapter_served":
+            in_force = e.payload["name"]
+        elif e.kind == "usage" and e.payload["purpose"] in ("audit", "inspect", "propose"):
+            assert e.payload["adapter"] == in_force, (e.payload["purpose"], e.payload["adapter"], in_force)
+            checked.add(e.payload["purpose"])
+    assert checked == {"audit", "inspect", "propose"}
 
 
 @pytest.mark.slow

@@ -132,7 +132,7 @@ class OpenAIBackend:
         purpose: str = "",
     ) -> list[list[Completion]]:
         sampling = sampling or Sampling()
-        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose)
+        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose, adapter=adapter)
         start = time.perf_counter()
         out = []
         for messages in prompt_batch(prompts):

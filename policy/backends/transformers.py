@@ -149,7 +149,7 @@ class TransformersBackend:
             raise ValueError(f"n must be at least 1, got {n}")
         sampling = sampling or Sampling()
         generator = self._rng if sampling.seed is None else self._seeded(sampling.seed)
-        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose)
+        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose, adapter=adapter)
         start = time.perf_counter()
         out: list[list[Completion]] = []
         with self._adapter(adapter):
@@ -253,7 +253,7 @@ class TransformersBackend:
             values = completion_logprobs(
                 self._base, torch.tensor(ids), torch.tensor([list(tokens)]), allowed=allowed
             )
-        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose="logprobs")
+        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose="logprobs", adapter=adapter)
         usage.prompt_tokens, usage.wall_s = len(ids) + len(tokens), time.perf_counter() - start
         self._report(usage)
         return values[0].tolist()

@@ -189,7 +189,13 @@ class VLLMBackend:
         wall_s = time.perf_counter() - start
         result = [to_completions(o, schema, wall_s) for o in outputs]
         if self.usage_sink is not None:
-            usage = Usage(backend=self.name, model=adapter or self.model_id, wall_s=wall_s, purpose=purpose)
+            usage = Usage(
+                backend=self.name,
+                model=adapter or self.model_id,
+                wall_s=wall_s,
+                purpose=purpose,
+                adapter=adapter,
+            )
             usage.prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outputs)
             usage.cached_tokens = sum(o.num_cached_tokens or 0 for o in outputs)
             usage.completion_tokens = sum(c.completion_tokens for comps in result for c in comps)
