@@ -4,8 +4,11 @@
 (`tasks.isolation`), prepares the working copy (`tasks.workcopy`), runs the split's command
 (`tasks.process`) and turns what happened into an `EvalResult`. Nothing the evaluated program does raises
 here: every failure is `valid=False` with a reason (timeout, killed for memory, exit status, bad
-result.json). result.json is read without following links or waiting on a FIFO, capped at 1 MiB, and
-checked field by field; non-finite metrics become null, a non-finite score is invalid.
+result.json). Under bubblewrap result.json comes from the launcher's report (`tasks.launch`), read once no
+other process of the run was alive; otherwise from the file, after every process of the run is gone,
+without following links or waiting on a FIFO. It is capped at 1 MiB and checked field by field; non-finite
+metrics become null, a non-finite score is invalid. A kill is called "memory limit" only when the memory
+cgroup counted an OOM kill (or, without one, the program's error output says it ran out of memory).
 
 What the sandbox does and does not protect is stated in `tasks.isolation`.
 """
@@ -42,19 +45,21 @@ def _failure(o: Outcome, cfg: CommandConfig) -> str:
         return o.stopped
     rc, memory = o.returncode or 0, f"killed: memory limit ({cfg.memory_mb} MiB)"
     last = next((line.strip() for line in reversed(o.stderr.splitlines()) if line.strip()), "")[:300]
-    out_of_memory = any(s in o.stderr for s in MEMORY_SIGNS)
+    out_of_memory = o.oom_kills > 0 or any(s in o.stderr for s in MEMORY_SIGNS)
     if rc < 0:
         name = signal.Signals(-rc).name if -rc in signal.valid_signals() else f"signal {-rc}"
-        # Under RLIMIT_AS a failed allocation often ends in SIGSEGV; a SIGKILL not ours is the OOM killer.
-        crash = -rc in (signal.SIGKILL, signal.SIGSEGV, signal.SIGBUS)
-        return f"{memory} ({name})" if out_of_memory or crash else f"killed by {name}"
+        if out_of_memory:
+            return f"{memory} ({name})"
+        if -rc == signal.SIGKILL:
+            return "the evaluator was killed (SIGKILL) before it reported a result, not by the memory limit"
+        return f"the evaluator was killed by {name}"
     if out_of_memory:
         return f"{memory}: {last}"
     return f"exit status {rc}: {last}" if last else f"exit status {rc}"
 
 
-def _read_result(path: Path, require_score: bool) -> dict | str:
-    """The checked fields of result.json, or why it is unusable."""
+def _read_file(path: Path) -> bytes | str:
+    """result.json's bytes, or why it cannot be read."""
     try:  # O_NOFOLLOW: root follows no planted symlink; O_NONBLOCK: nor waits on a planted FIFO
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -64,7 +69,21 @@ def _read_result(path: Path, require_score: bool) -> dict | str:
     with open(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return "malformed result.json: not a regular file"
-        raw = f.read(RESULT_LIMIT + 1)
+        return f.read(RESULT_LIMIT + 1)
+
+
+def _from_report(report: dict) -> bytes | str:
+    """result.json's bytes as the launcher read them, or why there are none."""
+    text = report.get("result")
+    if not isinstance(text, str):
+        return str(report.get("error") or "no result.json written")
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _read_result(raw: bytes | str, require_score: bool) -> dict | str:
+    """The checked fields of result.json, or why it is unusable."""
+    if isinstance(raw, str):
+        return raw
     if len(raw) > RESULT_LIMIT:
         return f"malformed result.json: larger than {RESULT_LIMIT >> 20} MiB"
     try:
@@ -104,10 +123,12 @@ def run_evaluation(
     argv = [sys.executable if cfg.command[0] in ("python", "python3") else cfg.command[0], *cfg.command[1:]]
     Path(workdir).mkdir(parents=True, exist_ok=True)
     workdir = Path(workdir).resolve()
+    hidden = [str(p) for p in task.config.hidden] if split == "test" else []
     with lease() as uid:
         try:
             prepare(task, files, workdir, uid, with_hidden=split == "test")
-            o = execute(argv, cfg, workdir, plan_for(task, cfg, workdir, uid))
+            plan = plan_for(task, cfg, workdir, uid, launcher=True, hidden=hidden)
+            o = execute(argv, cfg, workdir, plan)
         finally:  # the run's processes are gone by now
             remove_hidden(task, workdir)  # hidden files never stay in a working copy
     tails = {
@@ -118,9 +139,10 @@ def run_evaluation(
     }
     if reason := _failure(o, cfg):
         return EvalResult(valid=False, reason=reason, **tails)
-    got = _read_result(
-        workdir / "result.json", require_score=split == "evaluate" and task.config.kind == "optimize"
-    )
+    raw = _from_report(o.report) if plan.launcher else _read_file(workdir / "result.json")
+    if plan.launcher and o.report is None:
+        raw = "the evaluator ended without reporting a result (killed, or its launcher failed)"
+    got = _read_result(raw, require_score=split == "evaluate" and task.config.kind == "optimize")
     if isinstance(got, str):
         return EvalResult(valid=False, reason=got, **tails)
     reason = "" if got["valid"] else f"evaluator: {got['message'][:300] or 'result marked invalid'}"

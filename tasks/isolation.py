@@ -1,41 +1,51 @@
 """The sandbox's isolation: what an evaluated program is kept from, and what it is not.
 
 Generated code never runs inside the search process (STYLE rule 7). This module decides how a command is
-isolated and hands the child a `Plan` (namespaces, mounts, resource limits, uid) that it applies between
-fork and exec; it starts nothing itself. Running the command (timeouts, output tails, killing what is
-left) is `tasks.process`; preparing its working copy is `tasks.workcopy`; scoring an evaluation is
-`tasks.evaluate`. What this machine allows is probed once, on first use (`probe()`), never at import.
+isolated and hands `tasks.process` a `Plan`: the bubblewrap command line to prefix, what the child does
+between fork and exec (cgroup, limits, uid), and the in-sandbox launcher (`tasks.launch`) that guards the
+result. It starts nothing itself. What this machine allows is probed once, on first use (`probe()`).
 
-What the sandbox protects (as root on Linux, unless said otherwise)
-- The harness: the program runs as a per-run unprivileged uid (61000-61999, flock'ed, `lease()`), in a
-  new session; when the run ends its process group and every process of that uid, escaped daemons too,
-  are SIGKILLed, and the harness, a child subreaper, reaps the orphans (an init that does not reap, in
-  containers and VMs, would keep them).
-- The machine's resources: RLIMIT_AS = memory_mb, RLIMIT_NPROC = max_procs (threads count), RLIMIT_FSIZE
-  = 256 MiB, no core files, thread variables = threads; a wall-clock timeout and a 64 MiB cap per output
-  stream (`tasks.process`). Without root too.
-- Secrets: the environment is an allowlist (PATH, locale, TZ, CUDA_VISIBLE_DEVICES): no token or key
-  leaks in. Without root too.
-- The network: a new network namespace with nothing up, not even loopback.
-- The task's hidden files and the host's scratch space: in a new mount namespace the task directory is
-  covered by an empty one, /tmp and /dev/shm are private tmpfs of memory_mb (unless the working copy or
-  interpreter is there), and directories the uid cannot traverse on the way to the interpreter or working
-  copy (a 0700 /root holding pyenv) are covered by stubs exposing only that path. A new IPC namespace.
-- The next run: material is re-copied root-owned and read-only into sticky directories the uid may add
-  to but not delete from, stray code is swept, and root never follows a planted symlink (`tasks.workcopy`).
+Why bubblewrap. A maintained, distribution-packaged tool builds the candidate a new root from nothing:
+only what is bound in exists, instead of hiding the host's paths one by one (a blocklist always misses one:
+other tasks' hidden files, other checkouts, /var/tmp, /run/lock were all reachable). It works as root and,
+through user namespaces, unprivileged, so one design serves both. `scripts/setup.sh` installs it.
 
-What it does NOT protect against
-- Evaluator and candidate share one uid: while both run, a hostile candidate can signal the evaluator or
-  race to rewrite result.json. Evaluators must keep the score out of the candidate's reach (DESIGN.md).
-- Reads of world-readable files elsewhere: the source tree, other nodes' working copies and, without a
-  mount namespace, the task's hidden files by absolute path (chmod o-r them). In split="test" the program
-  can read the hidden files and copy them into the working copy.
-- Without root: no uid drop (the program writes wherever the user can; RLIMIT_NPROC counts all the
-  user's processes), no namespaces (no network cut), and descendants that leave the process group survive.
-- RLIMIT_AS bounds each process, not their sum, and CUDA needs a large address space; RLIMIT_FSIZE bounds
-  each file, not the disk. Time limits are wall-clock; CPU use is not capped.
-- Kernel exploits, side channels, what /proc shows of other processes; and with loopback down, programs
-  that need localhost (torch.distributed) fail.
+What the sandbox protects (level "bwrap+uid": root on Linux with bubblewrap)
+- The filesystem: the root is an empty tmpfs holding, read-only, /usr (and its /bin, /lib links), the
+  interpreter's prefix and site-packages, /etc/ld.so.cache; read-write only the node's working copy; a
+  private, size-capped /tmp; a minimal /dev and a /proc of its own. Nothing else of the host exists there.
+- Other processes: a new pid namespace, so no host process (nor its command line) is visible, and when the
+  evaluator exits the kernel kills every process left in it. The evaluator is made non-dumpable by the
+  launcher before its code runs, so the candidate (same uid, no capability) can neither ptrace it, read or
+  write its memory (/proc/<pid>/mem), nor take its file descriptors (pidfd_getfd).
+- The score: the launcher stops every other process of the sandbox, and waits until they are gone, when
+  the evaluator opens result.json for writing; after the evaluator ends it reads result.json itself and
+  sends it to the harness over a pipe that no other process holds. No candidate process is alive between
+  the evaluator's write and that read, so none can race it (`tasks.launch`).
+- The hidden files under [test]: they are copied in for the grader and deleted by the launcher when the
+  grader starts its first process, so the candidate never finds them (the grader reads them first).
+- The harness and the host: the run gets an unprivileged uid of its own (61000-61999, flock'ed, `lease()`)
+  before bubblewrap starts, no capabilities, no network (a network namespace with nothing up), its own
+  IPC and UTS namespaces; when the run ends every process of the uid is SIGKILLed and reaped.
+- Resources: a memory cgroup caps the whole process tree at memory_mb (OOM kills are told apart from other
+  kills by the cgroup's own counter); RLIMIT_NPROC = max_procs; RLIMIT_FSIZE = 256 MiB per file; no core
+  files; /tmp is a tmpfs of at most memory_mb; a wall-clock timeout and a 64 MiB cap per output stream.
+- Secrets: the environment is an allowlist (PATH, locale, TZ, CUDA_VISIBLE_DEVICES).
+
+Levels with less (stated at the start of each run and in summary.json, never silent)
+- "bwrap (user namespaces)": not root. The same namespaces and launcher, but the run keeps the user's
+  uid (it may write wherever the user can within what is bound in: only the working copy), RLIMIT_NPROC
+  counts all the user's processes, and memory is capped per process (RLIMIT_AS), not over the tree.
+- "limits only": no bubblewrap, or user namespaces refused. Resource limits (and, as root, the uid) only:
+  the candidate sees the host's filesystem and processes. Install bubblewrap (`bash scripts/setup.sh`).
+
+What it does NOT protect against, at any level
+- Disk use inside the working copy beyond the per-file cap (many files of 256 MiB each), and CPU time
+  (the limits are wall-clock).
+- A non-Python evaluate command: the launcher can neither make it non-dumpable across exec nor see when it
+  writes result.json, so a candidate daemon may race it; its hidden files stay readable under [test].
+- An evaluator that imports or runs the candidate's code in its own process (the evaluator's design is the
+  guard there, DESIGN.md), kernel exploits and side channels; loopback is down (no torch.distributed).
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ import functools
 import os
 import pwd
 import resource
+import shutil
 import signal
 import stat
 import subprocess
@@ -64,9 +75,10 @@ UIDS = range(61000, 62000)
 FILE_LIMIT = 256 << 20
 PASS_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
-_NEWNS, _NEWIPC, _NEWNET, _PR_SET_CHILD_SUBREAPER = 0x00020000, 0x08000000, 0x40000000, 36
-_OWN_NS = _NEWNS | _NEWIPC  # own mounts and SysV IPC: whatever the run leaves there dies with it
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x1000, 0x4000, 0x40000
+LAUNCHER = Path(__file__).with_name("launch.py")
+LAUNCHER_IN_SANDBOX = "/run/arts/launch.py"
+_NEWNS, _PR_SET_CHILD_SUBREAPER = 0x00020000, 36
+_MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
 _PRIVATE_ROOT = (None, b"/", None, _MS_REC | _MS_PRIVATE, None)  # our mounts never propagate to the host
 
 Mount = tuple[bytes | None, bytes, bytes | None, int, bytes | None]  # mount(2) arguments
@@ -76,21 +88,35 @@ Mount = tuple[bytes | None, bytes, bytes | None, int, bytes | None]  # mount(2) 
 class Isolation:
     """Which protections runs get on this machine; see `probe()`."""
 
+    level: str
+    """"bwrap+uid", "bwrap (user namespaces)" or "limits only"."""
     uid_drop: bool
-    network: bool
-    mounts: bool
+    bwrap: bool
+    memory_tree: bool
+    """Whether a memory cgroup caps the whole process tree (else RLIMIT_AS per process)."""
     note: str = ""
+
+    @property
+    def network(self) -> bool:
+        return self.bwrap
+
+    @property
+    def mounts(self) -> bool:
+        return self.bwrap
 
 
 @dataclass
 class Plan:
-    """What the child does between fork and exec, computed beforehand so that the child only makes syscalls."""
+    """How one command runs: the prefix (bubblewrap) and what the child does between fork and exec."""
 
-    unshare: int = 0
-    mounts: list[Mount] = field(default_factory=list)
+    prefix: list[str] = field(default_factory=list)
+    mounts: list[Mount] = field(default_factory=list)  # root only: stubs so the uid reaches the interpreter
     limits: list[tuple[int, tuple[int, int]]] = field(default_factory=list)
     uid: int | None = None
     stubs: Path | None = None  # this run's mount stubs, removed once its processes are gone
+    cgroup: Path | None = None  # this run's memory cgroup, removed once its processes are gone
+    launcher: bool = False  # the command runs under tasks.launch, which reports on a pipe
+    hidden: list[str] = field(default_factory=list)  # deleted by the launcher at the grader's first spawn
 
 
 @functools.cache
@@ -101,42 +127,48 @@ def _libc() -> ctypes.CDLL:
     return libc
 
 
+def _try(argv: list[str], plan: Plan) -> bool:
+    try:
+        run = subprocess.run(argv, cwd="/", env={}, capture_output=True, preexec_fn=preexec(plan), timeout=30)
+        return run.returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 @functools.cache
 def probe() -> Isolation:
     """What this machine allows, probed once per process on first use (no work at import time)."""
-    if sys.platform != "linux" or os.geteuid() != 0:
-        return Isolation(False, False, False, "not root on Linux: no uid drop, no namespaces")
-    libc = _libc()
-    pid = os.fork()  # try the namespaces in a child, so that this process keeps its own
-    if pid == 0:
-        code = 0
-        try:
-            code |= libc.unshare(_NEWNET) == 0
-            code |= (libc.unshare(_OWN_NS) == 0 and libc.mount(*_PRIVATE_ROOT) == 0) << 1
-        finally:
-            os._exit(code)
-    code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
-    network, mounts = bool(code & 1), bool(code & 2)
-    with uid_lease() as uid:  # the interpreter must start as that uid (it may live under a 0700 /root)
-        plan = Plan(uid=uid, stubs=_stubs(uid))
-        if mounts:
-            plan.unshare, plan.mounts = _OWN_NS, _base_mounts(_interpreter_paths(), plan.stubs)
-        try:
-            args = [sys.executable, "-c", "import encodings"]
-            run = subprocess.run(args, cwd="/", env={}, capture_output=True, preexec_fn=preexec(plan))
-            uid_drop = run.returncode == 0
-        except (OSError, subprocess.SubprocessError):
-            uid_drop = False
-        remove(plan.stubs)
-    if uid_drop:  # orphans of killed runs get reparented to us, and reap_uid reaps them
-        libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    states = {"uid drop": uid_drop, "network namespace": network, "mount namespace": mounts}
-    off = ", ".join(name for name, ok in states.items() if not ok)
-    return Isolation(uid_drop, network, mounts, f"unavailable here: {off}" if off else "")
+    root = sys.platform == "linux" and os.geteuid() == 0
+    uid_drop = bwrap_ok = False
+    check = [sys.executable, "-c", "import encodings"]
+    if root:
+        with uid_lease() as uid:  # the interpreter must start as that uid (it may live under a 0700 /root)
+            plan = Plan(uid=uid, stubs=_stubs(uid))
+            plan.mounts = _base_mounts(_interpreter_paths(), plan.stubs)
+            uid_drop = _try(check, plan)
+            bwrap_ok = uid_drop and shutil.which("bwrap") is not None and _try([*_bwrap_base(), *check], plan)
+            remove(plan.stubs)
+        if uid_drop:  # orphans of killed runs get reparented to us, and reap_uid reaps them
+            _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    elif sys.platform == "linux" and shutil.which("bwrap"):
+        bwrap_ok = _try([*_bwrap_base(), *check], Plan())
+    memory_tree = root and _memory_cgroup_root() is not None
+    if bwrap_ok:
+        level = "bwrap+uid" if uid_drop else "bwrap (user namespaces)"
+    else:
+        level = "limits only"
+    notes = {
+        "bwrap+uid": "",
+        "bwrap (user namespaces)": "not root: no uid of its own, memory capped per process",
+        "limits only": "no bubblewrap or no user namespaces: the candidate sees the host's files and "
+        "processes; install bubblewrap (bash scripts/setup.sh)",
+    }
+    note = notes[level] + ("" if memory_tree or not root else "; no memory cgroup: memory capped per process")
+    return Isolation(level, uid_drop, bwrap_ok, memory_tree and bwrap_ok, note.strip("; "))
 
 
 def network_isolated() -> bool:
-    """True when runs get their own network namespace (root with CAP_SYS_ADMIN)."""
+    """True when runs get their own network namespace (bubblewrap)."""
     return probe().network
 
 
@@ -149,7 +181,7 @@ def _state_dir() -> Path:
     st = os.lstat(d)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o077:
         raise RuntimeError(f"{d} must be a directory owned by root with mode 0700; remove it and retry")
-    for sub in ("uids", "stubs", "stubs/empty"):
+    for sub in ("uids", "stubs"):
         (d / sub).mkdir(mode=0o755, exist_ok=True)
     return d
 
@@ -189,7 +221,7 @@ def uid_lease() -> Iterator[int]:
 @contextlib.contextmanager
 def lease() -> Iterator[int | None]:
     """The uid of one run where this machine can drop to one, else None. Leave the block only once the
-    run's processes are gone: the run's mount stubs are removed then, and the uid freed."""
+    run's processes are gone: the run's mount stubs and cgroup are removed then, and the uid freed."""
     if not probe().uid_drop:
         yield None
         return
@@ -198,6 +230,9 @@ def lease() -> Iterator[int | None]:
             yield uid
         finally:
             remove(_stubs(uid))
+            if (cg := _memory_cgroup_root()) is not None:
+                with contextlib.suppress(OSError):
+                    (cg / f"arts-{uid}").rmdir()
 
 
 def signal_uid(uid: int) -> None:
@@ -239,19 +274,81 @@ def reap_uid(uid: int) -> None:
         time.sleep(0.001)
 
 
+# -- memory cgroup ------------------------------------------------------------------------------------------
+@functools.cache
+def _memory_cgroup_root() -> Path | None:
+    """The memory cgroup this process lives in, if we may create children there (cgroup v1 or v2)."""
+    if os.geteuid() != 0 or not os.path.isfile("/proc/self/cgroup"):
+        return None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
+        elif controllers == "" and os.path.isfile("/sys/fs/cgroup/cgroup.controllers"):
+            base = Path("/sys/fs/cgroup") / path.lstrip("/")
+            if "memory" not in (base / "cgroup.subtree_control").read_text(errors="replace"):
+                continue
+        else:
+            continue
+        probe_dir = base / f"arts-probe-{os.getpid()}"
+        try:
+            probe_dir.mkdir()
+            probe_dir.rmdir()
+            return base
+        except OSError:
+            continue
+    return None
+
+
+def _make_cgroup(uid: int, memory_mb: int) -> Path | None:
+    base = _memory_cgroup_root()
+    if base is None:
+        return None
+    cg = base / f"arts-{uid}"
+    with contextlib.suppress(FileExistsError):
+        cg.mkdir()
+    limit = str(memory_mb << 20)
+    v1 = (cg / "memory.limit_in_bytes").exists()
+    for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if v1 else ("memory.max",):
+        with contextlib.suppress(OSError):
+            (cg / name).write_text(limit)
+    if not v1:
+        with contextlib.suppress(OSError):
+            (cg / "memory.swap.max").write_text("0")
+    return cg
+
+
+def oom_kills(cgroup: Path | None) -> int:
+    """How many processes the memory cgroup's limit has killed so far (0 without a cgroup)."""
+    if cgroup is None:
+        return 0
+    for name in ("memory.events", "memory.oom_control"):
+        with contextlib.suppress(OSError):
+            for line in (cgroup / name).read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+    return 0
+
+
 # -- the child's plan ---------------------------------------------------------------------------------------
 def preexec(plan: Plan) -> Callable[[], None]:
-    """The function the child runs between fork and exec: namespaces and mounts, limits, then the uid."""
-    libc = _libc() if plan.unshare else None
+    """Between fork and exec: join the cgroup, mount the stubs, set the limits, then drop to the uid."""
+    libc = _libc() if plan.mounts else None
+    procs = os.fsencode(plan.cgroup / "cgroup.procs") if plan.cgroup else None
 
     def child() -> None:
-        if libc is not None and libc.unshare(plan.unshare) == 0:
+        if procs is not None:
+            fd = os.open(procs, os.O_WRONLY)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+        if libc is not None and libc.unshare(_NEWNS) == 0:
             for m in plan.mounts:
                 libc.mount(*m)
         for res, lim in plan.limits:
             with contextlib.suppress(OSError, ValueError):  # a platform that refuses a limit runs without it
                 resource.setrlimit(res, lim)
-        if plan.uid is not None:  # last: unshare and mount need root
+        if plan.uid is not None:  # last: the cgroup and the mounts need root
             os.setgroups([])
             os.setresgid(plan.uid, plan.uid, plan.uid)
             os.setresuid(plan.uid, plan.uid, plan.uid)
@@ -262,7 +359,9 @@ def preexec(plan: Plan) -> Callable[[], None]:
 @functools.cache
 def _interpreter_paths() -> tuple[Path, ...]:
     paths = {sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
-    return tuple(sorted({Path(os.path.realpath(p)) for p in paths if p and os.path.exists(p)}))
+    found = {Path(os.path.realpath(p)) for p in paths if p and os.path.exists(p)}
+    found |= {Path(os.path.abspath(p)) for p in (sys.prefix, sys.executable)}  # a venv's links, as named
+    return tuple(sorted(p for p in found if not any(p.is_relative_to(q) and p != q for q in found)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -279,13 +378,13 @@ def _blocked(paths: tuple[Path, ...]) -> tuple[tuple[Path, tuple[str, ...]], ...
 
 
 def _base_mounts(paths: tuple[Path, ...], stubs: Path | None) -> list[Mount]:
-    """Private propagation first, so nothing reaches the host's mounts. Then, for a uid, each blocked
-    directory is covered by a root-owned stub holding only the needed components, bound from the originals;
-    deepest first, so an outer stub carries the inner ones along (MS_REC). Stubs must outlive the run:
-    removing a mountpoint detaches it in every namespace."""
+    """For a uid: each directory it cannot traverse on the way to `paths` (a 0700 /root holding pyenv) is
+    covered, in a mount namespace of the child's own, by a root-owned stub holding only the needed
+    components, bound from the originals; deepest first, so an outer stub carries the inner ones along."""
     mounts: list[Mount] = [_PRIVATE_ROOT]
     if stubs is not None:
         remove(stubs)
+        stubs.mkdir(parents=True)
         for i, (anc, names) in enumerate(_blocked(paths)):
             stub = stubs / str(i)
             for n in names:
@@ -296,31 +395,51 @@ def _base_mounts(paths: tuple[Path, ...], stubs: Path | None) -> list[Mount]:
     return mounts
 
 
-def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None) -> Plan:
-    """The namespaces, mounts and limits for running `cfg` in `workdir` as `uid` (None: as ourselves)."""
+def _bwrap_base() -> list[str]:
+    """bubblewrap's namespaces and the read-only system: /usr, its links, the interpreter."""
+    args = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--disable-userns"]
+    args[4:4] = ["--unshare-user"]  # --disable-userns needs a user namespace of our own
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    args += ["--ro-bind", "/usr", "/usr", "--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    args += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    for p in _interpreter_paths():
+        if not p.is_relative_to("/usr"):
+            args += ["--ro-bind", str(p), str(p)]
+    return args + ["--proc", "/proc", "--dev", "/dev"]
+
+
+def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, launcher: bool = False,
+             hidden: list[str] | None = None) -> Plan:  # fmt: skip
+    """How to run `cfg` in `workdir` as `uid` (None: as ourselves). `launcher`: under `tasks.launch`, which
+    guards result.json and deletes `hidden` (paths in the working copy) at the command's first spawn."""
     iso, nproc = probe(), cfg.max_procs
     # RLIMIT_NPROC counts all threads of the user: without a uid of its own, add those already running.
     if uid is None and os.path.isdir("/proc"):
         running = sum(len(os.listdir(f"/proc/{pid}/task")) for pid, _, _ in _procs_of(os.getuid()))
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         nproc = nproc + running if hard == resource.RLIM_INFINITY else min(nproc + running, hard)
-    limits = {"AS": cfg.memory_mb << 20, "FSIZE": FILE_LIMIT, "CORE": 0, "NPROC": nproc}
-    plan = Plan(unshare=(_NEWNET if iso.network else 0) | (_OWN_NS if iso.mounts else 0), uid=uid)
+    plan = Plan(uid=uid)
+    if uid is not None and iso.memory_tree:
+        plan.cgroup = _make_cgroup(uid, cfg.memory_mb)
+    limits = {"FSIZE": FILE_LIMIT, "CORE": 0, "NPROC": nproc}
+    if plan.cgroup is None:
+        limits["AS"] = cfg.memory_mb << 20
     plan.limits = [(getattr(resource, f"RLIMIT_{k}"), (v, v)) for k, v in limits.items()]
-    if not iso.mounts:
+    if uid is not None:
+        plan.stubs = _stubs(uid)
+        plan.mounts = _base_mounts((*_interpreter_paths(), workdir), plan.stubs)
+    if not iso.bwrap:
         return plan
-    plan.stubs = _stubs(uid) if uid is not None else None
-    interp = _interpreter_paths()
-    plan.mounts = _base_mounts((*interp, workdir), plan.stubs)
-    root = task.root.resolve()
-    if not any(p.is_relative_to(root) for p in (*interp, workdir)):  # hide the task directory (hidden files)
-        plan.mounts.append(
-            (os.fsencode(_state_dir() / "stubs/empty"), os.fsencode(root), None, _MS_BIND, None)
-        )
-    for d in ("/tmp", "/dev/shm"):
-        if os.path.isdir(d) and not any(p.is_relative_to(d) for p in (*interp, workdir)):
-            opts = f"size={cfg.memory_mb}m,mode=1777".encode()
-            plan.mounts.append((b"tmpfs", d.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, opts))
+    plan.launcher, plan.hidden = launcher, list(hidden or [])
+    plan.prefix = [*_bwrap_base(), "--size", str(cfg.memory_mb << 20), "--tmpfs", "/tmp"]
+    plan.prefix += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
+    if launcher:
+        plan.prefix += ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
+    plan.prefix += ["--remount-ro", "/"]  # the new root itself: nothing can be created beside the binds
     return plan
 
 

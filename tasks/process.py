@@ -5,7 +5,9 @@ material (`tasks.readonly`), run their command through `execute`. It spawns the 
 with the plan's preexec (`tasks.isolation`), drains stdout and stderr as data comes (the child never
 blocks on a full pipe) keeping 20 KB tails, and stops the run at the wall-clock timeout or past 64 MiB on
 one stream. When the command exits or is stopped, its process group and, as root, every process of its uid
-are SIGKILLed, so nothing it started outlives the run.
+are SIGKILLed, so nothing it started outlives the run. Under bubblewrap (`Plan.prefix`) the command may
+run under the launcher (`tasks.launch`), whose report (the evaluator's exit status and result.json) comes
+back on a pipe of its own.
 
 Not done here: deciding the limits or the uid (`tasks.isolation`), writing the working copy
 (`tasks.workcopy`), or judging what the command did (callers read `Outcome`). Nothing raises for what the
@@ -15,22 +17,34 @@ command does: a command that cannot start comes back as an `Outcome` saying why.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from arts.tasks.base import CommandConfig
-from arts.tasks.isolation import Plan, environment, preexec, reap_uid, signal_uid
+from arts.tasks.isolation import (
+    LAUNCHER_IN_SANDBOX,
+    Plan,
+    environment,
+    oom_kills,
+    preexec,
+    reap_uid,
+    signal_uid,
+)
 
 TAIL_BYTES = 20_000
 """How much of the end of each output stream is kept."""
 OUTPUT_LIMIT = 64 << 20
 """A run that prints more than this on one stream is stopped."""
+REPORT_LIMIT = 3 << 20
+"""A larger launcher report is dropped (result.json is capped at 1 MiB)."""
 _GRACE_S = 1.0  # after the command exits, how long its pipes may still drain
 
 
@@ -43,11 +57,14 @@ class Outcome:
     stdout: str = ""
     stderr: str = ""
     stopped: str = ""  # "timeout", "output", or why the command could not start
+    report: dict | None = None  # the launcher's report (tasks.launch), when the command ran under it
+    oom_kills: int = 0  # processes the memory cgroup's limit killed
 
 
 def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, stop: Callable[[], None]) -> str:
-    """Read both pipes as data comes, keeping only tails, until the command exits and its pipes drain.
-    Returns "timeout", "output" (too much of it) or ""."""
+    """Read the pipes as data comes, keeping only tails (the first pipe, the launcher's report, is kept
+    whole up to REPORT_LIMIT), until the command exits and its pipes drain. Returns "timeout", "output"
+    (too much of it) or ""."""
     sel = selectors.DefaultSelector()
     for fd in tails:
         sel.register(fd, selectors.EVENT_READ)
@@ -57,6 +74,7 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
     except (AttributeError, OSError):
         pidfd = None  # not Linux: poll for the exit every 20 ms
     totals, exited = dict.fromkeys(tails, 0), False
+    report_fd = next(iter(tails)) if len(tails) == 3 else None
     try:
         while not exited or any(fd in sel.get_map() for fd in tails):
             if not exited and pidfd is None and proc.poll() is not None:
@@ -72,7 +90,11 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
                     stop()
                 elif chunk := os.read(key.fd, 1 << 16):
                     tails[key.fd] += chunk
-                    if len(tails[key.fd]) > 2 * TAIL_BYTES:
+                    if key.fd == report_fd:
+                        if len(tails[key.fd]) > REPORT_LIMIT:
+                            del tails[key.fd][:]
+                            sel.unregister(key.fd)
+                    elif len(tails[key.fd]) > 2 * TAIL_BYTES:
                         del tails[key.fd][:-TAIL_BYTES]
                     totals[key.fd] += len(chunk)
                     if totals[key.fd] > OUTPUT_LIMIT and not exited:
@@ -89,14 +111,26 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
 def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> Outcome:
     """Run argv in workdir under plan and cfg's timeout; every process it started is gone on return."""
     start = time.monotonic()
+    r, w = os.pipe() if plan.launcher else (None, None)
+    if w is not None:
+        hidden = os.pathsep.join(plan.hidden)
+        argv = [sys.executable, LAUNCHER_IN_SANDBOX, str(w), hidden, *argv]
     try:
-        proc = subprocess.Popen(argv, cwd=workdir, env=environment(cfg, workdir), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                preexec_fn=preexec(plan))  # fmt: skip
+        proc = subprocess.Popen([*plan.prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=preexec(plan),
+                                pass_fds=() if w is None else (w,))  # fmt: skip
     except (OSError, subprocess.SubprocessError) as e:
+        for fd in (r, w):
+            if fd is not None:
+                os.close(fd)
         return Outcome(stopped=f"could not start {argv[0]!r}: {e}")
+    finally:
+        if w is not None:
+            os.close(w)  # the launcher holds the only write end: EOF once it is gone
     assert proc.stdout is not None and proc.stderr is not None
-    tails = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
+    tails = {} if r is None else {r: bytearray()}
+    tails |= {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
     ended: list[float] = []
 
     def stop() -> None:  # once: the process group, then (as root) every process of the uid
@@ -116,5 +150,19 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
         proc.wait()
         if plan.uid is not None:
             reap_uid(plan.uid)
+        if r is not None:
+            os.close(r)
+    report = None
+    if r is not None:
+        with contextlib.suppress(ValueError):
+            report = json.loads(bytes(tails.pop(r))) or None
     out, err = (bytes(t[-TAIL_BYTES:]).decode("utf-8", "replace") for t in tails.values())
-    return Outcome(proc.returncode, ended[0], out, err, why)
+    report = report if isinstance(report, dict) and isinstance(report.get("exit"), int) else None
+    rc = proc.returncode
+    if report is not None:
+        rc = report["exit"]
+    elif plan.prefix and rc is not None and rc > 128:  # bubblewrap tells a death by signal N as 128+N
+        rc = 128 - rc
+    o = Outcome(rc, ended[0], out, err, why, report)
+    o.oom_kills = oom_kills(plan.cgroup)
+    return o

@@ -5,7 +5,8 @@ previous program had write access to it. So every run starts by sweeping what th
 planted: the old result.json, .tmp/'s contents, __pycache__/ and stray code (*.py, *.so, *.pth neither
 editable nor material: they could shadow the evaluator's imports). Then the editable files are written,
 all material is copied in again (a run cannot rewrite the next run's evaluator) and, for the test split
-only, the hidden files; `remove_hidden` takes those out after the run. Root never follows a planted
+only, the hidden files, owned by the run's uid so that the launcher (`tasks.launch`) can delete them
+before the candidate starts; `remove_hidden` takes out what is left after the run. Root never follows a planted
 symlink: files are unlinked and created with O_EXCL|O_NOFOLLOW. As root, the copy is handed to the run's
 uid, with the material root-owned and read-only in sticky directories.
 
@@ -112,11 +113,10 @@ def prepare(task: Task, files: dict[str, str], workdir: Path, uid: int | None, w
     for rel, text in files.items():
         with open(_open_fresh(workdir, rel, 0o644), "w", encoding="utf-8") as f:
             f.write(text)
-    present = material + (hidden if with_hidden else [])
-    for rel in present:
-        _copy_in(task.root / rel, workdir, rel, trust_root_owned=uid is not None)
-    if uid is not None:
-        _hand_over(workdir, uid, set(present))
+    for rel in material + (hidden if with_hidden else []):
+        _copy_in(task.root / rel, workdir, rel, trust_root_owned=uid is not None and rel in material)
+    if uid is not None:  # hidden files go to the uid: the launcher deletes them before the candidate starts
+        _hand_over(workdir, uid, set(material))
 
 
 def remove_hidden(task: Task, workdir: Path) -> None:
