@@ -186,22 +186,57 @@ def _load(config: str | None, overrides: dict[str, Any]) -> SearchConfig:
     return load_config(Path(config) if config else None, overrides)
 
 
+def _names_task(config: str | None) -> bool:
+    """Whether a `--config` file names the task (so that no task argument is needed)."""
+    if not config:
+        return False
+    from arts.search.config import tomllib
+
+    try:
+        return "task" in tomllib.loads(Path(config).read_text())
+    except OSError as e:
+        raise TaskError(f"--config {config}: cannot read it ({e.strerror})") from None
+
+
+def _default_run_dir(cfg: SearchConfig) -> Path | None:
+    """The run's folder (as `start_run` names it), or None where the task does not resolve: then
+    `start_run` says why, before any folder exists."""
+    try:
+        name = resolve_task(cfg.task).name
+    except TaskError:
+        return None
+    return Path("runs") / f"{name}-{cfg.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
 def cmd_search(args: argparse.Namespace) -> int:
+    from arts.search.console import Console, quiet_libraries
+
+    quiet_libraries(args.verbose > 0)
     from arts.search.run import resume_run, start_run
 
-    if args.resume:
-        summary = resume_run(Path(args.resume))
-    else:
-        overrides = _overrides(args)
-        if "task" not in overrides:
-            print("error: give a task (built-in name or directory) or --resume DIR", file=sys.stderr)
-            return 2
-        summary = start_run(_load(args.config, overrides), Path(args.run_dir) if args.run_dir else None)
-    best = summary["best"]
-    print(
-        f"best {_fmt(best['score'])} (node {best['node']}, test {_fmt(best['test_score'])}) vs seed {_fmt(summary['baseline'])}"
-        f"; {summary['valid_nodes']}/{summary['nodes']} valid nodes; stopped: {summary['stopped_because']}"
-    )
+    console = Console(-1 if args.quiet else args.verbose)
+    try:
+        if args.resume:
+            console.attach(Path(args.resume))
+            summary = resume_run(Path(args.resume), log=console)
+        else:
+            overrides = _overrides(args)
+            if "task" not in overrides and not _names_task(args.config):
+                print("error: give a task (built-in name or directory) or --resume DIR", file=sys.stderr)
+                return 2
+            cfg = _load(args.config, overrides)
+            run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(cfg)
+            if run_dir and not (run_dir / "arts.db").exists():  # else start_run refuses: keep its log clean
+                console.attach(run_dir)
+            summary = start_run(cfg, run_dir, log=console)
+        best = summary["best"]
+        console.result(
+            f"best {_fmt(best['score'])} (node {best['node']}, test {_fmt(best['test_score'])}) vs seed "
+            f"{_fmt(summary['baseline'])}; {summary['valid_nodes']}/{summary['nodes']} valid nodes; "
+            f"stopped: {summary['stopped_because']}"
+        )
+    finally:
+        console.close()
     return 0
 
 
@@ -210,8 +245,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     from arts.search.store import Store
 
     run_dir = Path(args.run_dir)
-    with Store.open(run_dir, create=False) as store:
-        print(write_report(run_dir, store.load_state()))
+    with Store.open_readonly(run_dir) as store:
+        state = store.load_state()
+    print(write_report(run_dir, state, Path(args.out) if args.out else None))
+    return 0
+
+
+def cmd_runs(args: argparse.Namespace) -> int:
+    from arts.search.runs import list_runs, runs_table
+
+    root = Path(args.dir)
+    views = list_runs(root)
+    if not views:
+        print(f"no runs in {root}/ (a run is a folder holding arts.db)", file=sys.stderr)
+        return 1
+    print(runs_table(views))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from arts.search.runs import read_run, status_text
+
+    print(status_text(read_run(Path(args.run_dir), recent=args.nodes)))
     return 0
 
 
@@ -222,7 +277,7 @@ def _load_run(run_dir: str) -> tuple[Any, SearchConfig | None, str | None]:
 
     path = Path(run_dir)
     cfg = load_config(path / "config.toml", {}) if (path / "config.toml").is_file() else None
-    with Store.open(path, create=False) as store:
+    with Store.open_readonly(path) as store:  # a running search keeps writing; reading needs no lock
         return store.load_state(), cfg, (cfg.scientist_model.model if cfg else None)
 
 
@@ -352,6 +407,10 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--lora-rank", type=int, metavar="R", help="TTT: LoRA rank")
     se.add_argument("--lr", type=float, help="TTT: learning rate")
     se.add_argument("--resume", help="continue the run in this directory")
+    loud = se.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="count", default=0,
+                      help="also the model's free text and the libraries' progress bars")  # fmt: skip
+    loud.add_argument("-q", "--quiet", action="store_true", help="only the final result (arts.log has all)")
     _add_config_source(se)
     se.set_defaults(fn=cmd_search)
 
@@ -361,6 +420,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_config_source(cs)
     cs.set_defaults(fn=cmd_config_show)
+
+    rp = sub.add_parser("report", help="write a run's report.html (also of a running or killed run)")
+    rp.add_argument("run_dir")
+    rp.add_argument("--out", help="the file to write (default RUN_DIR/report.html)")
+    rp.set_defaults(fn=cmd_report)
+    rs = sub.add_parser("runs", help="list runs: task, method, status, best, evaluations, age")
+    rs.add_argument("dir", nargs="?", default="runs", help="folder holding run folders (default runs/)")
+    rs.set_defaults(fn=cmd_runs)
+    st = sub.add_parser("status", help="a run's progress, read without disturbing it")
+    st.add_argument("run_dir")
+    st.add_argument("--nodes", type=int, default=5, metavar="N", help="show the last N nodes (default 5)")
+    st.set_defaults(fn=cmd_status)
 
     ex = sub.add_parser("export", help="a run's TTT adapter as a peft folder (or --merge: a full model)")
     ex.add_argument("run_dir")
@@ -384,9 +455,8 @@ def build_parser() -> argparse.ArgumentParser:
     tr.set_defaults(fn=cmd_train)
 
     sv = sub.add_parser(
-        "serve", help="serve a local model (and adapter) through the OpenAI protocol", add_help=False
+        "serve", help="serve a local model (and adapter) through the OpenAI protocol", populate=_serve_flags
     )
-    sv.add_argument("rest", nargs=argparse.REMAINDER)
     sv.set_defaults(fn=cmd_serve)
     return p
 
@@ -398,10 +468,16 @@ def _add_config_source(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from arts.policy.backends.serve import main as serve
+def _serve_flags(parser: argparse.ArgumentParser) -> None:
+    from arts.policy.backends.serve import add_arguments
 
-    serve(args.rest)
+    add_arguments(parser)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from arts.policy.backends.serve import serve
+
+    serve(args)
     return 0
 
 

@@ -54,6 +54,16 @@ class Run:
     def round(self) -> int:
         return int(self.ledger.meta("round", 0))
 
+    def phase(self, name: str) -> None:
+        """Name the step the round is in (propose, execute 2/4, ...) for a console that shows it live;
+        a plain log callable ignores it."""
+        if (show := getattr(self.log, "phase", None)) is not None:
+            show(name, self.round)
+
+    def said(self, text: str) -> None:
+        """Log the model's own free text, which a console shows only when asked (`-v`)."""
+        (getattr(self.log, "said", None) or self.log)(text)
+
     def stop_reason(self, within_round: bool = False) -> str | None:
         return self.meter.stop_reason(self.round, within_round)
 

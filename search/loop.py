@@ -11,6 +11,7 @@ import time
 
 from arts.search.context import Run
 from arts.search.methods.base import Method
+from arts.search.report import live_update
 from arts.search.state import Insight
 from arts.search.summary import finish
 
@@ -28,9 +29,12 @@ def run_search(run: Run, method: Method) -> dict:
         method.round(run)
         run.meter.round_done(evaluated=run.meter.evals > before)
         if run.learning is not None:
+            run.phase("update")
             run.learning.after_round(run.round)
         run.ledger.set_meta("wall_s", run.meter.wall_s)
         reason = run.stop_reason()
+        if reason is None:  # the last round's report is written by `finish`
+            live_update(run)
     return finish(run, reason, method)
 
 
@@ -38,6 +42,7 @@ def audit(run: Run) -> None:
     """The first R scientist calls read the material, the seed program and the evaluator; no expansion."""
     done = len(run.ledger.events("audit"))
     for i in range(done, run.cfg.scientist.audits):
+        run.phase(f"audit {i + 1}/{run.cfg.scientist.audits}")
         t0 = time.time()
         notes, c = run.agents.scientist.audit(audit_context(run, i), seed=run.seeds.audit(i))
         run.ledger.event("audit", index=i, ok=notes is not None, error=c.error, seconds=time.time() - t0)
@@ -50,7 +55,8 @@ def audit(run: Run) -> None:
             ("weakness", notes.weakness),
         ):
             run.ledger.add(Insight(text=f"{label}: {text}", kind="audit", round=0))
-        run.log(f"audit {i + 1}: metric: {notes.metric[:80]} | weakness: {notes.weakness[:80]}")
+        run.log(f"audit {i + 1}: done")
+        run.said(f"audit {i + 1}: metric: {notes.metric[:80]} | weakness: {notes.weakness[:80]}")
 
 
 def audit_context(run: Run, i: int) -> str:

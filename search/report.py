@@ -1,28 +1,44 @@
 """The run report: one self-contained HTML file (no scripts, no network) built from the store alone.
 
-It shows what people would rather see than read: the best-so-far curve against evaluations, the
-score of every node, the tree, the audit notes and memory, the hypotheses with their evidence, the
-observations, the failure-attribution decisions, and the TTT updates. Every number in a table comes from
-the store; model-written text is escaped and grounded (`search.grounding`: numbers no measurement backs
-are redacted, methods the code does not use are marked) and shown as the model's words, never as a result.
+It shows what people would rather see than read: the search tree (coloured by score, the best path
+marked, failed nodes visible), best-so-far against evaluations and against seconds, each node's code diff
+against its parent, the hypothesis map with its evidence, the observations, the failure-attribution
+decisions, the TTT updates (reward, KL, clipping) and the isolation the sandbox ran with. Every number in
+a table comes from the store. Text the model wrote is escaped, grounded (`search.grounding`: numbers no
+measurement backs are redacted, methods the code does not use are marked) and shown as the model's
+words, never as a result; text the harness wrote (its observations of what a node measured, failure
+reasons) is shown as written.
+
+It is rewritten after every round (`live_update`), so it can be opened while a search runs; a running
+run's page reloads itself every 30 s. `arts report RUN` writes it for any run, also a killed one.
 """
 
 from __future__ import annotations
 
+import difflib
 import html
 import json
-from collections.abc import Callable
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from arts.search.grounding import ground, measured_values, numbers
-from arts.search.investigation.space import standing
+from arts.search.plots import Series, line_chart, tree_svg
+from arts.search.report_space import grounder, space_sections
 from arts.search.state import Node, SearchState
+
+if TYPE_CHECKING:
+    from arts.search.context import Run
 
 CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 .bad{color:#b00}.ok{color:#070}.mono{font-family:monospace;font-size:12px}
-.kv span{display:inline-block;margin-right:18px}"""
+.kv span{display:inline-block;margin-right:18px}.charts{display:flex;flex-wrap:wrap;gap:16px}
+svg text{font-size:11px;fill:#333}.said{border-left:3px solid #bbb;padding-left:8px;color:#444}
+.said:before{content:"model's words";display:block;font-size:11px;color:#888}
+.tree-wrap{overflow-x:auto;border:1px solid #eee}.status{padding:6px 10px;background:#f4f4f4}
+.running{background:#fff4d6}pre.diff{font-size:12px;background:#fafafa;padding:6px;overflow-x:auto}
+.add{color:#070}.del{color:#b00}.hunk{color:#888}details{margin:2px 0}"""
 
 
 def _e(x: object) -> str:
@@ -33,45 +49,82 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def curve_svg(nodes: list[Node], width: int = 640, height: int = 220) -> str:
-    """Every node's score (dots) and the best-so-far line, in node order (direction-normalised)."""
-    pts = [(i, n.score, n.raw_score) for i, n in enumerate(nodes) if n.score is not None]
-    if not pts:
-        return "<p>No valid node yet.</p>"
-    lo, hi = min(p[1] for p in pts), max(p[1] for p in pts)
-    span = (hi - lo) or 1.0
-    n = max(len(nodes) - 1, 1)
+def minimizing(state: SearchState) -> bool:
+    """Whether the metric is minimised: the store keeps the score direction-normalised (higher is better)
+    beside the evaluator's raw score, so a node whose two differ in sign tells."""
+    return any(n.score is not None and n.raw_score and n.score == -n.raw_score for n in state.nodes.values())
 
-    def xy(i: int, s: float) -> tuple[float, float]:
-        return 40 + (width - 60) * i / n, height - 25 - (height - 45) * (s - lo) / span
 
-    dots = "".join(
-        f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="#48c"><title>node {nodes[i].id}: {_fmt(raw)}</title></circle>'
-        for i, s, raw in pts
-        for x, y in [xy(i, s)]
-    )
-    best, line = None, []
-    for i, s, _ in pts:
-        best = s if best is None or s > best else best
-        line.append("{:.1f},{:.1f}".format(*xy(i, best)))
-    best_raw = max(pts, key=lambda p: p[1])[2]
-    worst_raw = min(pts, key=lambda p: p[1])[2]
-    return (
-        f'<svg width="{width}" height="{height}" role="img" aria-label="best-so-far curve">'
-        f'<polyline points="{" ".join(line)}" fill="none" stroke="#c40" stroke-width="2"/>{dots}'
-        f'<text x="4" y="18" font-size="11">{_fmt(best_raw)}</text>'
-        f'<text x="4" y="{height - 20}" font-size="11">{_fmt(worst_raw)}</text>'
-        f'<text x="{width - 140}" y="{height - 4}" font-size="11">node order → ({len(nodes)} nodes)</text></svg>'
-    )
+def _best_so_far(points: list[tuple[float, float]], minimize: bool) -> list[tuple[float, float]]:
+    out, best = [], None
+    for x, y in points:
+        if best is None or (y < best if minimize else y > best):
+            best = y
+            out.append((x, y))
+    if out and points and points[-1][0] > out[-1][0]:
+        out.append((points[-1][0], out[-1][1]))  # the line runs on to the last evaluation
+    return out
+
+
+def curves(state: SearchState) -> str:
+    """Best-so-far (line) and every valid result (dots): against evaluations and against seconds."""
+    minimize = minimizing(state)
+    evals = [e for e in sorted(state.events.values(), key=lambda e: e.id) if e.kind == "eval"]
+    by_eval = [(i + 1, float(e.payload["score"])) for i, e in enumerate(evals)
+               if e.payload.get("valid") and e.payload.get("score") is not None]  # fmt: skip
+    nodes = sorted((n for n in state.nodes.values() if n.raw_score is not None), key=lambda n: n.id)
+    t0 = min((n.created for n in state.nodes.values()), default=0.0)
+    by_time = sorted((n.created - t0 + n.exec_s + n.eval_s, n.raw_score) for n in nodes)
+    if not by_eval:  # a store without eval events (an older run): one point per scored node
+        by_eval = [(i + 1, n.raw_score) for i, n in enumerate(nodes)]
+    label = "lower is better" if minimize else "higher is better"
+    charts = [
+        line_chart([Series("every valid evaluation", by_eval, "#48c", line=False),
+                    Series("best so far", _best_so_far(by_eval, minimize))],
+                   "evaluations", f"score ({label})"),
+        line_chart([Series("every valid node", by_time, "#48c", line=False),
+                    Series("best so far", _best_so_far(by_time, minimize))],
+                   "seconds since the start", f"score ({label})"),
+    ]  # fmt: skip
+    return '<div class="charts">' + "".join(charts) + "</div>"
+
+
+def diff_html(node: Node, parent: Node | None, max_lines: int = 150) -> str:
+    """The node's files against its parent's, as a coloured unified diff."""
+    lines: list[str] = []
+    for name in sorted(set(node.files) | set(parent.files if parent else {})):
+        old = (parent.files.get(name, "") if parent else "").splitlines()
+        new = node.files.get(name, "").splitlines()
+        lines += difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=2, lineterm="")
+    if not lines:
+        return "<p>No change to the files.</p>"
+    cls = {"+": "add", "-": "del", "@": "hunk"}
+    shown = [f'<span class="{cls.get(ln[:1], "")}">{_e(ln)}</span>' for ln in lines[:max_lines]]
+    more = f"\n… {len(lines) - max_lines} more lines" if len(lines) > max_lines else ""
+    return f'<pre class="diff">{chr(10).join(shown)}{more}</pre>'
+
+
+def diffs(state: SearchState, limit: int = 300) -> str:
+    nodes = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None][-limit:]
+    parts = []
+    for n in nodes:
+        parent = state.nodes.get(n.parent) if n.parent is not None else None
+        result = _fmt(n.raw_score) if n.score is not None else f"{n.status}: {n.reason[:100]}"
+        parts.append(
+            f'<details id="node-{n.id}"><summary>node {n.id} ← {n.parent} · round {n.round} · {_e(result)}'
+            f" · {_e(n.hypothesis[:100])}</summary>{diff_html(n, parent)}</details>"
+        )
+    return "<h2>Code changes (each node against its parent)</h2>" + "".join(parts) if parts else ""
 
 
 def node_rows(state: SearchState) -> str:
     rows = []
     for n in sorted(state.nodes.values(), key=lambda n: n.id):
         cls = "ok" if n.status in ("valid", "seed") and n.score is not None else "bad"
-        result = _fmt(n.raw_score) if n.score is not None else f"invalid: {n.reason[:120]}"
+        result = _fmt(n.raw_score) if n.score is not None else f"{n.status}: {n.reason[:120]}"
+        link = f'<a href="#node-{n.id}">{n.id}</a>' if n.parent is not None else str(n.id)
         rows.append(
-            f"<tr><td>{n.id}</td><td>{'' if n.parent is None else n.parent}</td><td>{n.round}</td>"
+            f"<tr><td>{link}</td><td>{'' if n.parent is None else n.parent}</td><td>{n.round}</td>"
             f"<td>{_e(n.axis)}</td><td>{_e(n.hypothesis[:160]) or '<i>seed</i>'}</td>"
             f'<td class="{cls}">{_e(result)}</td><td>{n.eval_s:.1f}</td></tr>'
         )
@@ -79,130 +132,145 @@ def node_rows(state: SearchState) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
-def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> list[str]:
-    """Hypotheses with their standing, observations with their relations, and routing decisions."""
-    parts = []
-    if state.hypotheses:
-        rows = []
-        for h in sorted(state.hypotheses.values(), key=lambda h: h.id):
-            t = standing(state, h.id)
-            node = h.nodes[-1] if h.nodes else None
-            rows.append(
-                f"<tr><td>h{h.id}</td><td>{_e(h.axis)} / {_e(h.region)}</td><td>{g(h.text, node)}</td>"
-                f"<td>{_e(h.status)}{' (archived)' if h.archived else ''}</td><td>{_e(', '.join(map(str, h.nodes)))}</td>"
-                f"<td>+{t.confirmed.support} −{t.confirmed.oppose} (provisional +{t.provisional.support} "
-                f"−{t.provisional.oppose})</td></tr>"
-            )
-        parts.append(
-            "<h2>Hypotheses</h2><table><tr><th>id</th><th>axis / region</th><th>hypothesis</th><th>status</th>"
-            f"<th>nodes</th><th>evidence (confirmed)</th></tr>{''.join(rows)}</table>"
-        )
-    if state.observations:
-        rel: dict[int, list[str]] = {}
-        for e in state.evidence.values():
-            rel.setdefault(e.observation, []).append(f"{e.relation} h{e.hypothesis}")
-        rows = [
-            f"<tr><td>o{o.id}</td><td>{_e(o.source)}</td><td>{_e(o.region)}</td><td>{g(o.text, o.node)}</td>"
-            f"<td>{'provisional' if o.provisional else f'confirmed ({o.times_seen}x)'}</td>"
-            f"<td>{_e(', '.join(rel.get(o.id, [])))}</td></tr>"
-            for o in sorted(state.observations.values(), key=lambda o: o.id)[-60:]
-        ]
-        parts.append(
-            "<h2>Observations</h2><table><tr><th>id</th><th>source</th><th>region</th><th>observation</th>"
-            f"<th>state</th><th>evidence</th></tr>{''.join(rows)}</table>"
-        )
-    routes = [e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("decision")]
-    if routes:
-        rows = []
-        for r in routes:
-            d = r["decision"]
-            cause = (d.get("cause") or {}).get("cause", "")
-            rows.append(
-                f"<tr><td>{_e(r.get('round'))}</td><td>{_e(r.get('node'))}</td><td>{_e(d.get('action'))}</td>"
-                f"<td>{'yes' if d.get('clamped') else ''}</td><td>{g(cause, r.get('node'))}</td></tr>"
-            )
-        parts.append(
-            "<h2>Failure attribution</h2><table><tr><th>round</th><th>node</th><th>action</th><th>clamped</th>"
-            f"<th>top cause (model's words)</th></tr>{''.join(rows)}</table>"
-        )
-    return parts
+def updates_section(state: SearchState) -> str:
+    """Test-time training: one row per GRPO update, and the mean reward and KL per update as charts."""
+    updates = [e.payload for e in sorted(state.events.values(), key=lambda e: e.id) if e.kind == "update"]
+    if not updates:
+        return ""
+    cols = (
+        "loss",
+        "reward_mean",
+        "kl",
+        "clip_fraction",
+        "grad_norm",
+        "groups_used",
+        "groups_skipped",
+        "seconds",
+    )
+    rows = "".join(
+        f"<tr><td>{_e(u.get('k', i + 1))}</td><td>{_e(u.get('round', '-'))}</td>"
+        + "".join(f"<td>{_fmt(u.get(c)) if isinstance(u.get(c), (int, float)) else '-'}</td>" for c in cols)
+        + "</tr>"
+        for i, u in enumerate(updates)
+    )
+    charts = [
+        line_chart([Series(label, [(float(u.get("k", i + 1)), float(u[key]))
+                                   for i, u in enumerate(updates) if isinstance(u.get(key), (int, float))],
+                           "#48c", line=False)], "update", label)
+        for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the previous policy"))
+    ]  # fmt: skip
+    head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in cols)
+    return (
+        f'<h2>Test-time training updates</h2><div class="charts">{"".join(charts)}</div>'
+        f"<table><tr><th>update</th><th>round</th>{head}</tr>{rows}</table>"
+    )
 
 
-def grounder(state: SearchState) -> Callable[[str, int | None], str]:
-    """Model-written text as HTML: numbers no measurement backs are redacted, and methods the code of the
-    node it refers to (else the best node) does not use are marked."""
-    values = measured_values(state)
+def run_status(state: SearchState) -> str:
+    """finished, or running/killed (which the store alone cannot tell apart: the caller can)."""
+    events = sorted(state.events.values(), key=lambda e: e.id)
+    last_start = max((e.id for e in events if e.kind == "round_start"), default=0)
+    done = any(e.kind == "finish" and e.id > last_start for e in events)
+    return "finished" if done else "in progress"
+
+
+def header(state: SearchState, summary: dict | None, status: str) -> str:
     best = state.best()
+    children = [n for n in state.nodes.values() if n.parent is not None]
+    root = next((n for n in state.nodes.values() if n.parent is None), None)
+    s = summary or {}
+    iso = state.meta.get("isolation")
+    items = (
+        ("status", status),
+        ("round", state.meta.get("round", 0)),
+        ("method", s.get("method")),
+        ("best", f"{_fmt(best.raw_score if best else None)} (node {best.id if best else '-'})"),
+        ("test", _fmt((s.get("best") or {}).get("test_score"))),
+        ("seed", _fmt(root.raw_score if root else None)),
+        ("valid nodes", f"{sum(n.status == 'valid' for n in children)}/{len(children)}"),
+        ("evaluations", sum(e.kind == "eval" for e in state.events.values())),
+        ("tokens", sum((s.get("tokens") or {}).values()) if s.get("tokens") else "-"),
+        ("wall s", round(float(state.meta.get("wall_s", 0.0)), 1)),
+        ("stopped", s.get("stopped_because") if status == "finished" else "-"),
+        ("sandbox", iso or "not recorded"),
+    )
+    kv = "".join(f"<span><b>{_e(k)}</b> {_e(v)}</span>" for k, v in items if v is not None)
+    cls = "status running" if status != "finished" else "status"
+    when = time.strftime("%Y-%m-%d %H:%M:%S")
+    return f'<p class="{cls}">{_e(status)} · written {when}</p><div class="kv">{kv}</div>'
 
-    def g(text: str, node: int | None) -> str:
-        n = state.nodes.get(node) if node is not None else best
-        code = "\n".join(n.files.values()) if n else ""
-        parent = state.nodes.get(n.parent) if n and n.parent is not None else None
-        # a number written in the program (its own or its parent's, e.g. "MARGIN from 0.01") is in the store too
-        known = values + [x.value for f in (n, parent) if f for t in f.files.values() for x in numbers(t)]
-        return _e(ground(text, known, code).text)
 
-    return g
-
-
-def render_report(state: SearchState, summary: dict | None, title: str) -> str:
-    nodes = sorted((n for n in state.nodes.values()), key=lambda n: n.id)
+def render_report(state: SearchState, summary: dict | None, title: str, status: str | None = None) -> str:
+    status = status or run_status(state)
     g = grounder(state)
     audits = [g(i.text, None) for i in state.insights.values() if i.kind == "audit"]
-    memory = [g(i.text, i.node) for i in state.insights.values() if i.kind == "memory" and i.active]
-    updates = [e.payload for e in state.events.values() if e.kind == "update"]
+    # memory lines are the harness's summaries of nodes (`investigation.reports.insight_for`): as written
+    memory = [_e(i.text) for i in state.insights.values() if i.kind == "memory" and i.active]
+    best = state.best()
+    refresh = '<meta http-equiv="refresh" content="30">' if status == "running" else ""
     parts = [
-        f"<!doctype html><meta charset='utf-8'><title>{_e(title)}</title><style>{CSS}</style><h1>{_e(title)}</h1>"
+        f"<!doctype html><html lang='en'><meta charset='utf-8'>{refresh}<title>{_e(title)}</title>"
+        f"<style>{CSS}</style><h1>{_e(title)}</h1>",
+        header(state, summary, status),
+        "<h2>Best so far</h2>" + curves(state),
+        "<h2>Search tree</h2><p>Colour: score among valid nodes (red worst, green best); hollow red: failed;"
+        " thick: the path to the best node (ringed). Click a node for its code diff.</p>"
+        f'<div class="tree-wrap">{tree_svg(state.nodes, best.id if best else None)}</div>',
     ]
-    if summary:
-        best = summary.get("best", {})
-        parts.append(
-            '<div class="kv">'
-            + "".join(
-                f"<span><b>{_e(k)}</b> {_e(v)}</span>"
-                for k, v in (
-                    ("method", summary.get("method")),
-                    ("best", _fmt(best.get("score"))),
-                    ("test", _fmt(best.get("test_score"))),
-                    ("seed", _fmt(summary.get("baseline"))),
-                    ("valid nodes", f"{summary.get('valid_nodes')}/{summary.get('nodes')}"),
-                    ("evaluations", summary.get("evals")),
-                    ("tokens", sum(summary.get("tokens", {}).values())),
-                    ("wall s", summary.get("wall_s")),
-                    ("answer node", summary.get("answer_node")),
-                    ("stopped", summary.get("stopped_because")),
-                )
-            )
-            + "</div>"
-        )
-    parts.append("<h2>Best so far</h2>" + curve_svg(nodes))
     if audits:
-        parts.append(
-            "<h2>Audit (model's words)</h2><ul>" + "".join(f"<li>{a}</li>" for a in audits) + "</ul>"
-        )
+        parts.append("<h2>Audit</h2>" + "".join(f'<div class="said">{a}</div>' for a in audits))
     if memory:
-        parts.append("<h2>Memory</h2><ul>" + "".join(f"<li>{m}</li>" for m in memory[-30:]) + "</ul>")
-    parts += space_sections(state, g)
-    if updates:
-        rows = "".join(
-            f"<tr><td>{_e(u.get('k', i + 1))}</td><td>{_fmt(u.get('loss'))}</td><td>{_fmt(u.get('reward_mean'))}</td>"
-            f"<td>{_e(u.get('groups_skipped', '-'))}</td><td>{_fmt(u.get('seconds'))}</td></tr>"
-            for i, u in enumerate(updates)
-        )
         parts.append(
-            "<h2>Test-time training updates</h2><table><tr><th>update</th><th>loss</th><th>reward mean</th>"
-            f"<th>skipped groups</th><th>seconds</th></tr>{rows}</table>"
+            "<h2>Memory (what each node showed)</h2><ul>"
+            + "".join(f"<li>{m}</li>" for m in memory[-30:])
+            + "</ul>"
         )
+    parts += space_sections(state, g)
+    parts.append(updates_section(state))
     parts.append("<h2>Nodes</h2>" + node_rows(state))
-    return "\n".join(parts)
+    parts.append(diffs(state))
+    return "\n".join(p for p in parts if p)
 
 
-def write_report(run_dir: Path, state: SearchState) -> Path:
+def write_report(
+    run_dir: Path, state: SearchState, out: Path | None = None, status: str | None = None
+) -> Path:
+    """Write the report (atomically: a reader never sees half a page) to `out` or RUN_DIR/report.html."""
     summary_path = run_dir / "summary.json"
     summary = json.loads(summary_path.read_text()) if summary_path.is_file() else None
-    title = f"arts run {run_dir.name}"
-    out = run_dir / "report.html"
-    tmp = out.with_suffix(".html.tmp")
-    tmp.write_text(render_report(state, summary, title))
+    out = out or run_dir / "report.html"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(render_report(state, summary, f"arts run {run_dir.name}", status))
     tmp.replace(out)
     return out
+
+
+def live_update(run: Run) -> None:
+    """After each round: record the sandbox's isolation once, then rewrite summary.json (marked running)
+    and the report, so that both can be read mid-run. The end of the run overwrites both."""
+    from arts.tasks.isolation import probe
+
+    ledger, meter = run.ledger, run.meter
+    if ledger.meta("isolation") is None:
+        iso = probe()  # probed once per process, already by the round's first evaluation
+        level = getattr(iso, "level", None) or ", ".join(
+            k for k in ("uid_drop", "network", "mounts") if getattr(iso, k, False)
+        )
+        ledger.set_meta("isolation", f"{level or 'limits only'}" + (f" ({iso.note})" if iso.note else ""))
+    state, run_dir = run.state, ledger.store.run_dir
+    best = state.best()
+    children = [n for n in state.nodes.values() if n.parent is not None]
+    root = next((n for n in state.nodes.values() if n.parent is None), None)
+    summary = {
+        "task": run.task.name, "method": run.cfg.method, "running": True, "round": run.round,
+        "nodes": len(children), "valid_nodes": sum(n.status == "valid" for n in children),
+        "best": {"node": best.id if best else None, "score": best.raw_score if best else None,
+                 "test_score": None},
+        "baseline": root.raw_score if root else None, "evals": meter.evals, "tokens": dict(meter.tokens),
+        "wall_s": round(meter.wall_s, 2), "stopped_because": None,
+    }  # fmt: skip
+    tmp = run_dir / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(run_dir / "summary.json")
+    write_report(run_dir, state, status="running")

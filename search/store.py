@@ -170,6 +170,29 @@ class Store:
             raise
         return cls(run_dir, conn, fd)
 
+    @classmethod
+    def open_readonly(cls, run_dir: Path | str) -> Store:
+        """Open a run's store for reading only, without its lock, so that `arts status`, `runs`, `report`
+        and the exports can read a run while its search writes it (WAL readers never block the writer).
+        Any write through it fails with sqlite3's "attempt to write a readonly database"."""
+        run_dir = Path(run_dir)
+        db = run_dir / "arts.db"
+        if not db.exists():
+            raise StoreError(f"no run store at {db}; check the run directory, or start a new run")
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.DatabaseError as e:
+            conn.close()
+            raise StoreError(f"{db} is not a readable arts run store ({e})") from None
+        if row is None or json.loads(row[0]) != SCHEMA_VERSION:
+            conn.close()
+            raise StoreVersionError(
+                f"{db} has store schema {row and row[0]}; this arts reads {SCHEMA_VERSION}"
+            )
+        # no lock is held: /dev/null stands in for the lock file, so close()'s unlock is a no-op
+        return cls(run_dir, conn, os.open(os.devnull, os.O_RDONLY))
+
     def close(self) -> None:
         """Close the database (checkpointing the WAL) and release the run's lock. Idempotent."""
         with self._mu:

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -172,3 +173,79 @@ def test_profile_and_server_flags_reach_the_config(monkeypatch):
     assert served.executor_model.base_url == "http://127.0.0.1:9/v1"  # the executor reaches the server too
     assert served.profile == "capable"  # a served model's size is unknown: capable unless told
     assert small.profile == "small" and small.scientist.directed
+
+
+def test_serve_takes_its_flags_through_the_arts_command(monkeypatch, capsys):
+    import arts.policy.backends.serve as serve
+
+    seen: list = []
+    monkeypatch.setattr(serve, "serve", seen.append)
+    argv = ["serve", "--port", "8123", "--model", "m", "--adapter", "a/", "--adapter-name", "sci"]
+    assert main(argv) == 0
+    assert (seen[0].port, seen[0].model, seen[0].adapter, seen[0].adapter_name) == (8123, "m", "a/", "sci")
+    for flag in ("-h", "--help"):
+        with pytest.raises(SystemExit) as exit:
+            main(["serve", flag])
+        assert exit.value.code == 0 and "--adapter-name" in capsys.readouterr().out
+
+
+def test_serve_help_from_the_installed_command():
+    arts = Path(sys.executable).parent / "arts"
+    run = subprocess.run([str(arts), "serve", "--port", "8123", "--help"], capture_output=True, text=True)
+    assert run.returncode == 0 and "--port" in run.stdout, run.stderr
+
+
+def test_a_config_file_naming_the_task_needs_no_task_argument(monkeypatch, tmp_path):
+    seen = capture_runs(monkeypatch)
+    (tmp_path / "c.toml").write_text('task = "toy"\nmethod = "mutate"\n')
+    main(["search", "--config", str(tmp_path / "c.toml")])
+    assert (seen[0].task, seen[0].method) == ("toy", "mutate")
+
+
+def test_a_config_file_without_a_task_still_asks_for_one(monkeypatch, tmp_path, capsys):
+    capture_runs(monkeypatch)
+    (tmp_path / "c.toml").write_text('method = "mutate"\n')
+    assert main(["search", "--config", str(tmp_path / "c.toml")]) == 2
+    assert "give a task" in capsys.readouterr().err
+
+
+def test_a_start_against_a_down_server_can_be_resumed_once_it_is_up(tmp_path, capsys, monkeypatch):
+    """The failed start's folder is a run: a fresh start there is refused with the way forward, and
+    `--resume` gets as far as the server again (not "needs --base-url", not "holds no run")."""
+    from functools import partialmethod
+
+    from arts.policy.backends.openai import OpenAIBackend
+
+    monkeypatch.setattr(OpenAIBackend, "__init__", partialmethod(OpenAIBackend.__init__, backoff_s=0.0))
+    run = tmp_path / "run"
+    argv = ["search", "circle-packing-26", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+            "--model", "m", "--run-dir", str(run), "--audits", "0", "-q"]  # fmt: skip
+    assert main(argv) == 2
+    first = capsys.readouterr().err
+    assert "cannot reach http://127.0.0.1:9" in first and "needs a server" not in first, first
+    assert main(argv) == 2
+    assert f"--resume {run}" in capsys.readouterr().err
+    assert main(["search", "--resume", str(run), "-q"]) == 2
+    again = capsys.readouterr().err
+    assert "cannot reach http://127.0.0.1:9" in again and "holds no run" not in again, again
+    assert (run / "arts.log").read_text().count("run: ") == 1
+
+
+def test_mutate_names_no_model_and_leaves_no_stray_folder(tmp_path, capsys):
+    run = tmp_path / "run"
+    argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "2", "--group", "2",
+            "--run-dir", str(run), "-q"]  # fmt: skip
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("best ") and len(out.strip().splitlines()) == 1, out  # -q: the result only
+    assert json.loads((run / "summary.json").read_text())["model"] is None
+    log = (run / "arts.log").read_text()
+    assert "seed:" in log and "best " in log  # the log has everything -q kept off the console
+
+
+@pytest.mark.xfail(reason="search/summary.py re-scores the answer in RUN/test-work and leaves it there")
+def test_a_finished_run_leaves_no_test_work_folder(tmp_path):
+    run = tmp_path / "run"
+    argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "1", "--run-dir", str(run), "-q"]
+    assert main(argv) == 0
+    assert not (run / "test-work").exists()

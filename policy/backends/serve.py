@@ -4,8 +4,9 @@ Why: the scientist model of a run (the local transformers backend plus its curre
 be used by any OpenAI client — another machine's search (`--backend openai`), an evaluation harness,
 curl — and the same client code (`OpenAIBackend`) drives `arts serve` and `vllm serve` alike.
 
-Routes: `GET /v1/models`; `POST /v1/chat/completions` (messages, n, temperature, top_p, max_tokens,
-stop, seed, response_format json_schema; answers carry `usage`); `POST /v1/load_lora_adapter`
+Routes: `GET /health`; `GET /v1/models`; `POST /v1/chat/completions` (messages, n, temperature, top_p,
+max_tokens, stop, seed, stream, response_format json_schema or json_object; answers carry `usage`;
+errors are OpenAI-shaped JSON objects); `POST /v1/load_lora_adapter`
 ({lora_name, lora_path}, as vLLM's); the request's `model` selects the base model or a loaded adapter.
 Two extensions: `POST /tokenize` ({prompt} → {count}, as vLLM's, without token ids) and
 `POST /v1/arts/logprobs` ({model, messages, completion, schema} → {logprobs}), which `OpenAIBackend`
@@ -18,24 +19,37 @@ A flat object of string/number/integer/boolean/enum fields becomes a real pydant
 `model_json_schema()` returns) enforces the full schema, while the server itself only checks that the
 answer is a JSON object; the client validates against its own pydantic model anyway.
 
-Deliberately not done: streaming, tools, logprobs on chat answers, unloading adapters, authentication
-(bind to 127.0.0.1, the default, or put a proxy in front), concurrency (one request at a time: a local
-model on a CPU gains nothing from more).
+`json_object` is the JSON-object schema `{"type": "object"}`, which xgrammar compiles to its JSON grammar
+restricted to objects (any keys, any JSON values), so even the 135M model returns one.
+
+Streaming (`stream: true`) answers in server-sent events as OpenAI clients expect: a first chunk with the
+role at once (so a client sees the request accepted), then the content, a chunk with `finish_reason`,
+a usage chunk when `stream_options.include_usage`, and `data: [DONE]`. The backends decode a whole
+answer at a time (N samples share one prefill under one grammar), so the content arrives when it is
+decoded, in word-sized chunks, not token by token.
+
+Deliberately not done: tools, logprobs on chat answers, unloading adapters, authentication (bind to
+127.0.0.1, the default, or put a proxy in front), concurrency (one request at a time: a local model on
+a CPU gains nothing from more).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import re
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any, ClassVar, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from starlette.exceptions import HTTPException
 
 from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
 
@@ -112,6 +126,7 @@ class ChatRequest(BaseModel):
     seed: int | None = None
     response_format: dict[str, Any] | None = None
     stream: bool = False
+    stream_options: dict[str, Any] | None = None
 
 
 class LoadAdapterRequest(BaseModel):
@@ -155,8 +170,14 @@ def to_messages(raw: list[dict[str, Any]]) -> list[Message]:
 def request_schema(fmt: dict[str, Any] | None) -> type[BaseModel] | None:
     if not fmt or fmt.get("type") == "text":
         return None
+    if fmt.get("type") == "json_object":
+        return schema_model({"type": "object"}, "JsonObject")
     if fmt.get("type") != "json_schema" or "schema" not in fmt.get("json_schema", {}):
-        raise ApiError(400, "response_format: only {'type': 'json_schema', 'json_schema': {'schema': ...}}")
+        raise ApiError(
+            400,
+            "response_format: give {'type': 'json_schema', 'json_schema': {'schema': ...}}, "
+            "{'type': 'json_object'} or {'type': 'text'}",
+        )
     spec = fmt["json_schema"]
     try:
         return schema_model(spec["schema"], str(spec.get("name") or "Answer"))
@@ -165,8 +186,6 @@ def request_schema(fmt: dict[str, Any] | None) -> type[BaseModel] | None:
 
 
 def chat_response(model: str, comps: list[Completion]) -> dict[str, Any]:
-    prompt = comps[0].prompt_tokens if comps else 0
-    completion = sum(c.completion_tokens for c in comps)
     choices = [
         {
             "index": i,
@@ -175,8 +194,7 @@ def chat_response(model: str, comps: list[Completion]) -> dict[str, Any]:
         }
         for i, c in enumerate(comps)
     ]
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-    usage["prompt_tokens_details"] = {"cached_tokens": 0}
+    usage = _usage(comps) | {"prompt_tokens_details": {"cached_tokens": 0}}
     return {
         "id": f"chatcmpl-{uuid.uuid4().hex}",
         "object": "chat.completion",
@@ -187,12 +205,43 @@ def chat_response(model: str, comps: list[Completion]) -> dict[str, Any]:
     }
 
 
+def _usage(comps: list[Completion]) -> dict[str, Any]:
+    prompt = comps[0].prompt_tokens if comps else 0
+    completion = sum(c.completion_tokens for c in comps)
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def stream_events(model: str, generate: Any, n: int, include_usage: bool) -> Iterator[str]:
+    """Server-sent events of one chat completion: the role at once, then `generate()`'s answers."""
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": model}  # fmt: skip
+
+    def event(choices: list[dict[str, Any]], **extra: Any) -> str:
+        return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n"
+
+    yield event([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                 for i in range(n)])  # fmt: skip
+    try:
+        comps = generate()
+    except ApiError as e:  # the status line is sent; the error goes in the stream, as OpenAI's does
+        yield f"data: {json.dumps({'error': {'message': e.message, 'type': e.kind, 'code': e.status}})}\n\n"
+        return
+    for i, c in enumerate(comps):
+        for piece in re.findall(r"\s*\S+|\s+", c.text):
+            yield event([{"index": i, "delta": {"content": piece}, "finish_reason": None}])
+        yield event([{"index": i, "delta": {}, "finish_reason": c.finish_reason or "stop"}])
+    if include_usage:
+        yield event([], usage=_usage(comps))
+    yield "data: [DONE]\n\n"
+
+
 def build_app(
     backend: Backend, served_name: str | None = None, adapters: dict[str, str] | None = None
 ) -> FastAPI:
     """The FastAPI app serving `backend` as `served_name` (default: its model_id), with `adapters`
     ({name: folder}) loaded first."""
     app = FastAPI(title="arts serve")
+    started = time.time()
     base = served_name or backend.model_id
     adapters = dict(adapters or {})
     for name, path in adapters.items():
@@ -214,23 +263,38 @@ def build_app(
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        return JSONResponse(
-            {"error": {"message": str(e.errors()), "type": "invalid_request_error", "code": 400}}, 400
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in err.get('loc', ()) if x != 'body') or 'body'}: {err.get('msg')}"
+            for err in e.errors()
         )
+        return JSONResponse(
+            {"error": {"message": problems, "type": "invalid_request_error", "code": 400}}, 400
+        )
+
+    @app.exception_handler(HTTPException)
+    async def _http(_: Request, e: HTTPException) -> JSONResponse:  # 404 and 405 as JSON too
+        return JSONResponse({"error": {"message": str(e.detail), "type": "invalid_request_error",
+                                       "code": e.status_code}}, e.status_code)  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def _crash(_: Request, e: Exception) -> JSONResponse:
+        message = f"internal error: {type(e).__name__}: {e}"
+        return JSONResponse({"error": {"message": message, "type": "server_error", "code": 500}}, 500)
+
+    @app.get("/health")
+    def health() -> dict[str, Any]:
+        return {"status": "ok", "model": base, "adapters": sorted(adapters)}
 
     @app.get("/v1/models")
     def models() -> dict[str, Any]:
-        data = [{"id": base, "object": "model", "owned_by": "arts", "root": backend.model_id, "parent": None}]
-        data += [
-            {"id": k, "object": "model", "owned_by": "arts", "root": p, "parent": base}
-            for k, p in adapters.items()
-        ]
+        created = int(started)
+        entry = {"object": "model", "created": created, "owned_by": "arts"}
+        data = [{"id": base, **entry, "root": backend.model_id, "parent": None}]
+        data += [{"id": k, **entry, "root": p, "parent": base} for k, p in adapters.items()]
         return {"object": "list", "data": data}
 
-    @app.post("/v1/chat/completions")
-    def chat(req: ChatRequest) -> dict[str, Any]:
-        if req.stream:
-            raise ApiError(400, "arts serve does not stream; send stream=false")
+    @app.post("/v1/chat/completions", response_model=None)
+    def chat(req: ChatRequest) -> dict[str, Any] | StreamingResponse:
         adapter, schema = adapter_for(req.model), request_schema(req.response_format)
         stop = [req.stop] if isinstance(req.stop, str) else list(req.stop or [])
         max_tokens = req.max_completion_tokens or req.max_tokens or Sampling().max_tokens
@@ -242,14 +306,22 @@ def build_app(
             raise ApiError(400, str(e)) from None
         if not 1 <= req.n <= 64:
             raise ApiError(400, "n must be between 1 and 64")
-        with lock:
-            try:
-                out = backend.generate(
-                    to_messages(req.messages), n=req.n, sampling=sampling, schema=schema, adapter=adapter
-                )
-            except (ValueError, BackendError) as e:  # e.g. the prompt does not fit the context
-                raise ApiError(400, str(e)) from None
-        return chat_response(req.model, out[0])
+
+        def generate() -> list[Completion]:
+            with lock:
+                try:
+                    out = backend.generate(
+                        to_messages(req.messages), n=req.n, sampling=sampling, schema=schema, adapter=adapter
+                    )
+                except (ValueError, BackendError) as e:  # e.g. the prompt does not fit the context
+                    raise ApiError(400, str(e)) from None
+            return out[0]
+
+        if req.stream:
+            usage = bool((req.stream_options or {}).get("include_usage"))
+            events = stream_events(req.model, generate, req.n, usage)
+            return StreamingResponse(events, media_type="text/event-stream")
+        return chat_response(req.model, generate())
 
     @app.post("/v1/load_lora_adapter")
     def load_lora_adapter(req: LoadAdapterRequest) -> PlainTextResponse:
@@ -300,8 +372,8 @@ def load_adapter(backend: Backend, name: str, path: str) -> None:
     load(name, path)
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="arts serve", description="Serve a model through the OpenAI protocol.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`arts serve`'s flags (the `arts` command adds them to its `serve` sub-command)."""
     p.add_argument("--model", default=None, help="model folder, .gguf file or HF id (default: embedded)")
     p.add_argument(
         "--backend", default="transformers", help="backend running the model (default: transformers)"
@@ -313,6 +385,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--served-model-name", default=None, help="the base model's name in requests")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
     p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="arts serve", description="Serve a model through the OpenAI protocol.")
+    add_arguments(p)
     return p.parse_args(argv)
 
 
@@ -329,9 +407,15 @@ def app_from_args(args: argparse.Namespace) -> FastAPI:
     return build_app(backend, args.served_model_name, adapters)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """`arts serve`: build the backend, load `--adapter` if given, serve until interrupted."""
+def serve(args: argparse.Namespace) -> None:
+    """Build the backend, load `--adapter` if given, serve until interrupted."""
     import uvicorn
 
-    args = parse_args(argv)
-    uvicorn.run(app_from_args(args), host=args.host, port=args.port, log_level="info")
+    app = app_from_args(args)
+    print(f"arts serve: http://{args.host}:{args.port}/v1  (GET /health when ready)", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m arts.policy.backends.serve`: the same as `arts serve`."""
+    serve(parse_args(argv))

@@ -9,6 +9,7 @@ probability for each of K candidates and an external sampler draws N of the admi
 from __future__ import annotations
 
 from arts.policy.sampler import draw
+from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations
 from arts.search.investigation.failures import attribute_round
@@ -20,8 +21,10 @@ from arts.search.methods.proposals import Proposed, propose, run_group
 @method("arts", makes_groups=True, registers_hypotheses=True)
 def arts_round(run: Run) -> None:
     cfg, ledger, analyst = run.cfg, run.ledger, run.agents.analyst
+    run.phase("plan")
     plan_once(ledger, analyst, run.task.statement, run.seeds.plan())
     before = hypotheses.novelty(ledger)
+    run.phase("propose")
     proposed, ok = propose_admissible(run)
     if not any(ok):
         return
@@ -30,10 +33,14 @@ def arts_round(run: Run) -> None:
     tested = hypotheses.tested(run.state, [n.id for n in nodes])
     decisions, flawed = {}, set()
     if cfg.components.attribution and analyst:
+        run.phase("attribute")
         decisions = attribute_round(
             ledger, analyst, nodes, cfg.attribution, run.round, run.seeds.round(run.round)
         )
+        if decisions:
+            run.log(routes_line(run.round, decisions))
     if cfg.components.comparison and analyst and tested:
+        run.phase("compare")
         on = cfg.components.observations
         flawed = observations.compare(ledger, analyst, tested, run.round, run.seeds.round(run.round), on)
     exploit = hypotheses.Exploit(
@@ -81,4 +88,6 @@ def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float,
     run.ledger.event(
         "draw", round=run.round, drawn=[list(p) for p in picks], candidates=[c.model_dump() for c in cands]
     )
+    run.log(drawn_line(run.round, [(cands[i], p) for i, p, _ in picks]))
+    run.said("; ".join(cands[i].hypothesis for i, _, _ in picks))
     return picks

@@ -1,0 +1,182 @@
+"""The report's pictures as inline SVG: the search tree and line charts with real axes.
+
+Inline SVG keeps the report one offline file (no scripts, no network, no plotting library): each chart is
+a few hundred elements written here. The tree draws every node as one `<g class="node">` (the browser
+test counts them), edges from parent to child, fill colour by score (red worst → green best, among valid
+nodes), failed nodes hollow with a red ring, pending ones dashed, and the path from the root to the best
+node drawn thick. Hovering a node shows its hypothesis and result; clicking it jumps to its code diff.
+
+Not done here: interaction beyond links and tooltips, or layouts for forests (a run has one root).
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass
+
+from arts.search.state import Node
+
+BEST = "#c40"
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x), quote=True)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    """About n round tick values from at or below lo to at or above hi (1, 2 or 5 times a power of ten
+    apart), so that the axis covers every point."""
+    if hi <= lo:
+        hi = lo + (abs(lo) or 1.0)
+    raw = (hi - lo) / max(n, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(i * step, 12) for i in range(first, last + 1)]
+
+
+@dataclass
+class Series:
+    label: str
+    points: list[tuple[float, float]]
+    color: str = BEST
+    line: bool = True
+    """Draw a step line through the points (best-so-far); False: dots only."""
+
+
+def line_chart(series: list[Series], xlabel: str, ylabel: str, width: int = 520, height: int = 240) -> str:
+    """An SVG chart with ticked, labelled axes; points are (x, y) in data units."""
+    pts = [p for s in series for p in s.points]
+    if not pts:
+        return "<p>No valid node yet.</p>"
+    left, right, top, bottom = 62, 12, 12, 42
+    xs, ys = ticks(min(p[0] for p in pts), max(p[0] for p in pts)), ticks(*_span([p[1] for p in pts]))
+    x0, x1, y0, y1 = xs[0], xs[-1], ys[0], ys[-1]
+
+    def X(x: float) -> float:
+        return left + (width - left - right) * (x - x0) / (x1 - x0)
+
+    def Y(y: float) -> float:
+        return height - bottom - (height - top - bottom) * (y - y0) / (y1 - y0)
+
+    out = [f'<svg class="chart" width="{width}" height="{height}" role="img" aria-label="{_e(ylabel)}">']
+    for t in ys:
+        out.append(f'<line x1="{left}" x2="{width - right}" y1="{Y(t):.1f}" y2="{Y(t):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{left - 5}" y="{Y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+    for t in xs:
+        out.append(f'<line x1="{X(t):.1f}" x2="{X(t):.1f}" y1="{height - bottom}" y2="{height - bottom + 4}" stroke="#555"/>')  # fmt: skip
+        out.append(f'<text x="{X(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{_fmt(t)}</text>')  # fmt: skip
+    out.append(f'<polyline points="{left},{top} {left},{height - bottom} {width - right},{height - bottom}" fill="none" stroke="#555"/>')  # fmt: skip
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">{_e(xlabel)}</text>')  # fmt: skip
+    out.append(f'<text transform="translate(13 {(top + height - bottom) / 2:.0f}) rotate(-90)" text-anchor="middle">{_e(ylabel)}</text>')  # fmt: skip
+    for s in series:
+        if s.line and s.points:
+            steps, last = [], None
+            for x, y in s.points:
+                if last is not None:
+                    steps.append(f"{X(x):.1f},{Y(last):.1f}")
+                steps.append(f"{X(x):.1f},{Y(y):.1f}")
+                last = y
+            out.append(f'<polyline points="{" ".join(steps)}" fill="none" stroke="{s.color}" stroke-width="2"><title>{_e(s.label)}</title></polyline>')  # fmt: skip
+        else:
+            out += [
+                f'<circle cx="{X(x):.1f}" cy="{Y(y):.1f}" r="2.5" fill="{s.color}"><title>{_e(s.label)}: {_fmt(y)}</title></circle>'
+                for x, y in s.points
+            ]
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _span(values: list[float]) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+    return lo - pad, hi + pad
+
+
+def score_colour(t: float) -> str:
+    """t in [0, 1] (worst → best) as red → yellow → green."""
+    stops = [(215, 48, 39), (254, 224, 139), (26, 152, 80)]
+    t = min(max(t, 0.0), 1.0) * 2
+    a, b = stops[int(min(t, 1.999))], stops[int(min(t, 1.999)) + 1]
+    f = t - int(min(t, 1.999))
+    return "#" + "".join(f"{round(u + (v - u) * f):02x}" for u, v in zip(a, b))
+
+
+def _layout(nodes: dict[int, Node]) -> dict[int, tuple[int, float]]:
+    """(depth, row) per node: leaves take consecutive rows, a parent sits between its first and last child."""
+    children: dict[int | None, list[int]] = {}
+    for n in sorted(nodes.values(), key=lambda n: n.id):
+        parent = n.parent if n.parent in nodes else None
+        children.setdefault(parent, []).append(n.id)
+    pos: dict[int, tuple[int, float]] = {}
+    row = 0.0
+    stack: list[tuple[int, int, bool]] = [(r, 0, False) for r in reversed(children.get(None, []))]
+    while stack:  # iterative post-order: deep chains must not hit the recursion limit
+        nid, depth, done = stack.pop()
+        kids = children.get(nid, [])
+        if not kids:
+            pos[nid], row = (depth, row), row + 1
+        elif done:
+            pos[nid] = (depth, (pos[kids[0]][1] + pos[kids[-1]][1]) / 2)
+        else:
+            stack.append((nid, depth, True))
+            stack += [(k, depth + 1, False) for k in reversed(kids)]
+    return pos
+
+
+def tree_svg(nodes: dict[int, Node], best: int | None, width: int = 1000) -> str:
+    """The search tree (see the module docstring for the encoding)."""
+    if not nodes:
+        return "<p>No node yet.</p>"
+    pos = _layout(nodes)
+    depth = max(d for d, _ in pos.values())
+    rows = max(r for _, r in pos.values()) + 1
+    dy = max(5.0, min(20.0, 2400 / rows))
+    dx = min(90.0, (width - 60) / max(depth, 1))
+    height = int(rows * dy + 30)
+    scored = [n.score for n in nodes.values() if n.score is not None]
+    lo, hi = (min(scored), max(scored)) if scored else (0.0, 1.0)
+    on_path: set[int] = set()
+    cur = best
+    while cur is not None and cur in nodes and cur not in on_path:
+        on_path.add(cur)
+        cur = nodes[cur].parent
+
+    def xy(nid: int) -> tuple[float, float]:
+        d, r = pos[nid]
+        return 30 + d * dx, 15 + r * dy
+
+    edges, marks = [], []
+    for n in sorted(nodes.values(), key=lambda n: n.id):
+        x, y = xy(n.id)
+        if n.parent in nodes:
+            px, py = xy(n.parent)
+            thick = n.id in on_path
+            stroke = f'stroke="{BEST}" stroke-width="3"' if thick else 'stroke="#999" stroke-width="1"'
+            edges.append(f'<path d="M{px:.1f},{py:.1f} C{px + dx / 2:.1f},{py:.1f} {x - dx / 2:.1f},{y:.1f} {x:.1f},{y:.1f}" fill="none" {stroke}/>')  # fmt: skip
+        r = max(3.0, min(7.0, dy / 2.5))
+        if n.score is not None:
+            look = f'fill="{score_colour((n.score - lo) / ((hi - lo) or 1))}" stroke="#333"'
+            result = f"{n.raw_score:.6g}"
+        elif n.status == "pending":
+            look, result = 'fill="#fff" stroke="#888" stroke-dasharray="2 2"', "pending"
+        else:
+            look, result = 'fill="#fff" stroke="#b00" stroke-width="2"', f"{n.status}: {n.reason[:100]}"
+        ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r + 4:.1f}" fill="none" stroke="{BEST}" stroke-width="2"/>' if n.id == best else ""  # fmt: skip
+        tip = f"node {n.id}" + (f" ← {n.parent}" if n.parent is not None else " (seed)")
+        tip += f" · round {n.round} · {result}" + (f" · {n.hypothesis[:120]}" if n.hypothesis else "")
+        marks.append(
+            f'<g class="node" data-node="{n.id}" data-status="{n.status}"><a href="#node-{n.id}">{ring}'
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" {look}/><title>{_e(tip)}</title></a></g>'
+        )
+    return (
+        f'<svg class="tree" width="{width}" height="{height}" role="img" aria-label="search tree">'
+        + "".join(edges)
+        + "".join(marks)
+        + "</svg>"
+    )
