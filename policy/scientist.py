@@ -55,6 +55,9 @@ class ScientistConfig(BaseModel):
     of rounds 2 and 4 started from the seed or a node worse than the best; and a directed hypothesis's
     moves are those left at the best node (`ScientistConfig.directed`), so from another parent they may
     all have run already. Raise it for a model that chooses parents well."""
+    adapter: str | None = None
+    """A peft adapter folder (an `arts export` output or a run's `adapters/<k>/`) the scientist samples
+    from from the start: a warm start from earlier searches. With --ttt, training continues from it."""
     directed: bool = True
     """A hypothesis starts with a direction and a target of the best program, forced by the grammar:
     `increase X` or `decrease X` for a numeric constant X (only the directions with a value not yet

@@ -94,6 +94,10 @@ class TTTConfig(BaseModel):
     """The GRPO update and its schedule."""
     reward: RewardConfig = RewardConfig()
     """How an action's score becomes its reward."""
+    parents: int = Field(3, ge=0)
+    """Under TTT a proposal may start from this many nodes (the best half, then the most recent; 0: every
+    shown node), so that the group teaches which node to expand, not only what to try. Overrides
+    `scientist.parents` while training."""
 
 
 class SearchConfig(BaseModel):

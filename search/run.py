@@ -32,6 +32,10 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 
+WARM = "warm-start"
+"""The name a warm-start adapter (`scientist.adapter`) is loaded under on the scientist's backend."""
+
+
 def make_backend(mc: ModelConfig, sink: Callable[[Usage], None], seed: int) -> Backend:
     cls = backend_class(mc.backend)
     if mc.backend == "openai":
@@ -76,6 +80,9 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
         same = cfg.executor_model == cfg.scientist_model
         executor = scientist if same else make_backend(cfg.executor_model, sink, cfg.seed)
     agents = Agents(scientist, executor, cfg.scientist, cfg.analysis, cfg.executor, cfg.investigator)
+    if cfg.scientist.adapter and scientist is not None and not cfg.ttt.enabled:
+        scientist.load_adapter(WARM, Path(cfg.scientist.adapter))  # a warm start (TTT loads it to train)
+        agents.use_adapter(WARM)
     seeds = Seeds(cfg.seed)
     lab = Lab(task, ledger, meter, agents, seeds, cfg.components.memory, log)
     run = Run(cfg, task, ledger, meter, lab, agents, log)
@@ -95,7 +102,8 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
     else:  # a served scientist: train a local copy of its weights, serve each checkpoint
         local = ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model)
         trainer_backend, serving = make_backend(local, lambda u: None, cfg.seed), scientist
-    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir)
+    warm = Path(cfg.scientist.adapter) if cfg.scientist.adapter else None
+    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir, init=warm)
     learning = Learning(
         trainer,
         run.ledger,

@@ -474,6 +474,29 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
             assert e.payload["adapter"] == in_force, (e.payload["purpose"], e.payload["adapter"], in_force)
             checked.add(e.payload["purpose"])
     assert checked == {"audit", "inspect", "propose"}
+    # under TTT the proposal grammar offers several parents, and the trained action names the one drawn
+    offered = [_parent_enum(r.json_schema) for r in rollouts]
+    assert max(len(o) for o in offered) > 1
+    assert all(json.loads(r.action)["parent"] in o for r, o in zip(rollouts, offered))
+
+
+def _parent_enum(schema: dict) -> list[int]:
+    """The parent ids a stored proposal schema allowed (the enum of its candidates' `parent` field)."""
+    found: list[int] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            parent = node.get("properties", {}).get("parent")
+            if isinstance(parent, dict):
+                found.extend(parent.get("enum", [parent["const"]] if "const" in parent else []))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema)
+    return sorted(set(found))
 
 
 @pytest.mark.slow

@@ -20,6 +20,7 @@ weights at once; a served scientist loads the checkpoint folder instead.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -110,7 +111,7 @@ class UpdateResult:
 class Trainer:
     """LoRA GRPO on a transformers backend, checkpointed in `run_dir/adapters/` (see the module docstring)."""
 
-    def __init__(self, backend: Any, config: GRPOConfig, run_dir: Path):
+    def __init__(self, backend: Any, config: GRPOConfig, run_dir: Path, init: Path | None = None):
         if not isinstance(backend, TransformersBackend):
             raise BackendError(
                 f"test-time training updates weights in this process, so its trainer needs the "
@@ -119,6 +120,8 @@ class Trainer:
                 "--set ttt.trainer_model=PATH."
             )
         self.backend, self.config, self.run_dir = backend, config, Path(run_dir)
+        self.init = init
+        """A peft adapter folder a fresh run starts training from (a warm start); None: LoRA's own init."""
         if ADAPTER not in backend.adapters:
             with torch.random.fork_rng():
                 torch.manual_seed(config.seed)
@@ -155,9 +158,28 @@ class Trainer:
             state = read_state(self.checkpoint)
         else:
             state = {"k": 0}
-            self._save(0, {})
+            if self.init is not None:
+                self._warm_start(model)
+                state["warm_start"] = str(self.init)
+            self._save(0, {"warm_start": str(self.init)} if self.init is not None else {})
         digest = weights_digest(get_peft_model_state_dict(model, adapter_name=ADAPTER))
         return StartInfo(self.k, bool(done), restored, digest, state)
+
+    def _warm_start(self, model: Any) -> None:
+        if not (self.init / "adapter_config.json").is_file():
+            raise ValueError(
+                f"--adapter {self.init}: no adapter_config.json there; give a folder written by `arts export`"
+                " or a run's adapters/<k>/"
+            )
+        try:
+            load_weights(model, ADAPTER, self.init)
+        except (RuntimeError, ValueError) as e:
+            rank = json.loads((self.init / "adapter_config.json").read_text()).get("r")
+            raise ValueError(
+                f"--adapter {self.init} does not fit the trained adapter (its rank is {rank}, "
+                f"ttt.grpo.lora_rank is {self.config.lora_rank}); set --ttt.grpo.lora_rank {rank} and the same "
+                f"target modules: {str(e).splitlines()[0][:200]}"
+            ) from None
 
     def old_logprobs(
         self, prompt: list[dict[str, Any]], json_schema: dict[str, Any] | None, actions: Sequence[str]

@@ -97,7 +97,8 @@ def propose(
         return Proposed([], None)
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
-    allowed = parents or targeting.parent_ids(run.state, shown, cfg.scientist.parents, optimize)
+    k = cfg.ttt.parents if cfg.ttt.enabled else cfg.scientist.parents
+    allowed = parents or targeting.parent_ids(run.state, shown, k, optimize)
     extra = inspect_nodes(run, state) if investigate and cfg.scientist.inspect and attempt == 0 else ""
     depth = max((run.state.nodes[i].depth for i in allowed), default=0)
     tail = investigate and depth >= cfg.scientist.tail_depth

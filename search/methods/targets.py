@@ -98,9 +98,17 @@ def by_promise(moves: Moves, nodes: list[Node]) -> Moves:
 
 
 def parent_ids(state: SearchState, shown: list[int], k: int, optimize: bool) -> list[int]:
-    """The parents a proposal may name: on an optimize task the `k` best-scoring nodes, best first; else
-    (or with k = 0) every node the state shows."""
+    """The parents a proposal may name: on an optimize task `k` nodes, the best-scoring half (rounded up,
+    best first) and then the most recent valid ones, so that a scientist that learns (TTT) learns which
+    node to expand as well as what to try; else (or with k = 0) every node the state shows."""
     if k == 0 or not optimize:
         return shown
-    ranked = sorted((n for n in state.valid_nodes() if n.score is not None), key=lambda n: (-n.score, n.id))
-    return [n.id for n in ranked[:k]] or shown
+    valid = [n for n in state.valid_nodes() if n.score is not None]
+    ranked = sorted(valid, key=lambda n: (-n.score, n.id))
+    out = [n.id for n in ranked[: (k + 1) // 2]]
+    for n in sorted(valid, key=lambda n: -n.id):
+        if len(out) >= k:
+            break
+        if n.id not in out:
+            out.append(n.id)
+    return out or shown
