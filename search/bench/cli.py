@@ -1,0 +1,121 @@
+"""The `arts bench` sub-command: its flags, and the function the `arts` command calls.
+
+`add_parser(subparsers)` adds `bench` to the `arts` command's sub-parsers; `cmd_bench(args)` runs it.
+The module imports nothing heavy, so `arts --help` stays fast; `python -m arts.search.bench.cli` runs the
+same sub-command on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+EXAMPLE = """example:
+  arts bench --tasks char-lm circle-packing-26 --methods arts,arts-ttt,greedy,mutate --seeds 5 \\
+      --evals 30 --out bench/learning --jobs 2
+Run the same command again to continue a killed bench: finished runs are kept, unfinished ones resumed.
+"""
+
+
+def _methods(values: list[str]) -> list[str]:
+    return [m.strip() for v in values for m in v.split(",") if m.strip()]
+
+
+def _overrides(items: list[str] | None) -> dict[str, Any]:
+    from arts.search.config import parse_value
+
+    out = {}
+    for item in items or []:
+        path, sep, value = item.partition("=")
+        if not sep or not path.strip():
+            raise ValueError(
+                f"--set {item!r}: write it as field.path=value, e.g. --set scientist.candidates=3"
+            )
+        out[path.strip()] = parse_value(value.strip())
+    return out
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the `bench` sub-command to `subparsers` (from `ArgumentParser.add_subparsers`)."""
+    p = subparsers.add_parser(
+        "bench",
+        help="run tasks x methods x seeds at equal budgets; tables, IQM with intervals, curves",
+        description="Every (task, method, seed) run at the same evaluation budget with the same model, in "
+        "worker processes, resumable; writes runs.parquet/csv, summary.md and PNG figures into --out.",
+        epilog=EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--tasks", nargs="+", required=True, metavar="TASK", help="built-in names or task directories"
+    )
+    p.add_argument(
+        "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",
+        help="comma- or space-separated: arts, arts-ttt (arts with test-time training), greedy, random, mutate, "
+        "or module:attr (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--seeds", nargs="+", default=["5"], metavar="S",
+        help="a count (5: seeds 0-4) or the seeds themselves (0 3 7, or 7, for one) (default %(default)s)",
+    )  # fmt: skip
+    p.add_argument(
+        "--evals", type=int, default=30, help="evaluation budget of every run (default %(default)s)"
+    )
+    p.add_argument("--out", type=Path, required=True, help="the bench folder (created; reused to continue)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at a time, one worker process each (default 1)")
+    p.add_argument("--model", help="scientist and executor model of every run (default: the embedded model)")
+    p.add_argument(
+        "--set", action="append", metavar="PATH=VALUE", help="a config field for every run, e.g. group=4"
+    )
+    p.set_defaults(fn=cmd_bench)
+    return p
+
+
+def config_from(args: argparse.Namespace):
+    """The bench config the parsed flags describe."""
+    from arts.search.bench.plan import BenchConfig, parse_seeds
+
+    return BenchConfig(
+        tasks=args.tasks,
+        methods=_methods(args.methods),
+        seeds=parse_seeds(args.seeds),
+        evals=args.evals,
+        out=args.out,
+        jobs=args.jobs,
+        model=args.model,
+        overrides=_overrides(args.set),
+    )
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    """Run (or continue) the bench; 0 when every run finished, 1 when some failed (listed in summary.md)."""
+    from arts.search.bench.runner import run_bench
+
+    cfg = config_from(args)
+    results = run_bench(cfg, log=lambda line: print(line, flush=True))
+    failed = [r.row for r in results if r.row["status"] != "finished"]
+    if failed:
+        print(
+            f"{len(failed)} run(s) failed; see {cfg.out / 'summary.md'}; run the command again to retry them"
+        )
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    from arts.search.store import StoreError
+    from arts.tasks.base import TaskError
+
+    parser = argparse.ArgumentParser(prog="arts")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except (ValueError, KeyError, TaskError, StoreError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""What a bench runs: its config, one job per (task, method, seed), and where each job's run lives.
+
+Every job of a bench gets the same evaluation budget, the same model and the same `--set` overrides; only
+the task, the method and the seed differ. A method name is a `SearchConfig.method`, except `arts-ttt`,
+which is `arts` with test-time training on, so that one bench compares search with and without learning.
+Each job's config is resolved here, in the bench process, before anything runs: a typo fails the bench
+at once instead of failing every worker.
+
+A run folder is in one of three states (`folder_state`): finished (`summary.json` written: kept as it is),
+resumable (a store and its config: continued with `resume_run`), or fresh (nothing usable: started anew).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+METHOD_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {"arts-ttt": ("arts", {"ttt.enabled": True})}
+"""Bench method names that are a search method plus overrides."""
+
+JOB_FILE = "bench-job.json"
+"""The job a run folder belongs to (task, method, seed, overrides), written before its worker starts."""
+SESSIONS_FILE = "bench-sessions.jsonl"
+"""One line per worker process that ran the job: its start time, so time spent killed is not counted."""
+LOG_FILE = "bench.log"
+"""The worker's output (its progress lines and any traceback)."""
+
+
+class BenchConfig(BaseModel):
+    """An `arts bench` invocation."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    tasks: list[str] = Field(min_length=1)
+    """Built-in task names or task directories."""
+    methods: list[str] = Field(default=["arts", "arts-ttt", "greedy", "mutate"], min_length=1)
+    """Search methods (`SearchConfig.method` values), plus `arts-ttt`: arts with test-time training."""
+    seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
+    """The seeds each (task, method) runs with."""
+    evals: int = Field(30, ge=1)
+    """Evaluation budget of every run (`budget.evals`): methods are compared at equal budgets."""
+    out: Path
+    """The bench folder: runs/, the tables, the summary and the figures."""
+    jobs: int = Field(1, ge=1)
+    """Runs at a time, each in its own worker process."""
+    model: str | None = None
+    """Scientist and executor model of every run (default: the embedded model)."""
+    overrides: dict[str, Any] = {}
+    """Config fields set for every run (`--set path=value`), applied before the bench's own fields."""
+    bootstrap_resamples: int = Field(2000, ge=100)
+    """Resamples of each bootstrap confidence interval."""
+
+    @field_validator("methods", "tasks")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"listed twice: {sorted({x for x in v if v.count(x) > 1})}; give each once")
+        return v
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError(f"seeds listed twice in {v}; give each once")
+        return v
+
+
+@dataclass
+class Job:
+    """One run of the bench."""
+
+    task: str
+    method: str
+    seed: int
+    overrides: dict[str, Any] = field(default_factory=dict)
+    """Every config field the run's config sets (the bench's, then the job's own)."""
+    run_dir: Path = Path()
+
+    @property
+    def key(self) -> tuple[str, str, int]:
+        return self.task, self.method, self.seed
+
+
+def parse_seeds(values: list[str]) -> list[int]:
+    """`--seeds 5` is a count (seeds 0-4); several values, or any with a comma (`--seeds 7,`), are the seeds."""
+    items = [x for v in values for x in v.split(",") if x.strip()]
+    try:
+        seeds = [int(x) for x in items]
+    except ValueError:
+        raise ValueError(
+            f"--seeds {' '.join(values)}: give a count (5) or the seeds (0 3 7, or 7,)"
+        ) from None
+    if len(values) == 1 and "," not in values[0]:
+        if seeds[0] < 1:
+            raise ValueError(f"--seeds {seeds[0]}: a count of seeds must be at least 1")
+        return list(range(seeds[0]))
+    return seeds
+
+
+def job_name(task: str, method: str, seed: int) -> str:
+    """The run folder's name: the task's own name (a task directory's last part), method and seed."""
+    return f"{Path(task).name}--{method}--s{seed}"
+
+
+def plan(cfg: BenchConfig) -> list[Job]:
+    """Every (task, method, seed) job, each config checked; the order spreads tasks and methods over the
+    bench so that an early stop leaves every combination with some seeds."""
+    from arts.search.config import load_config
+    from arts.search.run import method_of
+
+    jobs = []
+    for seed in cfg.seeds:
+        for task in cfg.tasks:
+            for method in cfg.methods:
+                base, extra = METHOD_ALIASES.get(method, (method, {}))
+                where = str(Path(task).resolve()) if Path(task).is_dir() else task  # workers may cd elsewhere
+                ov = {**cfg.overrides, "task": where, "method": base, "seed": seed, "budget.evals": cfg.evals}
+                ov.update(extra)
+                if cfg.model is not None:
+                    ov |= {"scientist_model.model": cfg.model, "executor_model.model": cfg.model}
+                try:
+                    method_of(load_config(None, ov))
+                except ValueError as e:
+                    raise ValueError(f"bench job {task} / {method} / seed {seed}: {e}") from None
+                run_dir = cfg.out / "runs" / job_name(task, method, seed)
+                jobs.append(Job(task, method, seed, ov, run_dir))
+    names = [j.run_dir.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise ValueError("two tasks share a folder name; give each task directory a distinct name")
+    return jobs
+
+
+FolderState = Literal["finished", "resumable", "fresh"]
+
+
+def folder_state(run_dir: Path) -> FolderState:
+    if (run_dir / "summary.json").exists():
+        return "finished"
+    if (run_dir / "arts.db").exists() and (run_dir / "config.toml").exists():
+        return "resumable"
+    return "fresh"
+
+
+def prepare(job: Job) -> FolderState:
+    """Make the job's folder ready for its worker: a fresh one is emptied (a start that died before its
+    store existed leaves nothing worth keeping) and given the job file."""
+    state = folder_state(job.run_dir)
+    if state == "fresh" and job.run_dir.exists():
+        shutil.rmtree(job.run_dir)
+    job.run_dir.mkdir(parents=True, exist_ok=True)
+    if state != "finished":
+        payload = {"task": job.task, "method": job.method, "seed": job.seed, "overrides": job.overrides}
+        (job.run_dir / JOB_FILE).write_text(json.dumps(payload, indent=2))
+    return state

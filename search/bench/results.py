@@ -1,0 +1,178 @@
+"""A bench run's results, read from its folder: the table row, the best-so-far curve and, under test-time
+training, what each update saw.
+
+The row's numbers come from `summary.json` (the run's own account); the curve and the learning figures
+come from the store, since the summary keeps no history.
+
+- The curve has one point per experiment: the evaluations spent once it ended (experiments run one after
+  another, so an experiment's evaluations are those logged before the next one began), the seconds of
+  work by then, and the best score so far (as the evaluator reported it). Seconds count only time a
+  worker was running: a run resumed after its bench was killed does not count the time it lay dead
+  (each worker session counts from its first record to its last; see `active_clock`).
+- Per update: the updates' window is the rounds since the previous one. From the window's `rewards`
+  events, the mean of the groups' mean rewards and the fraction of actions rewarded above 0; from its
+  proposals (each group's candidate list, once), the entropy in bits of the candidates' targets (the
+  name a directed hypothesis changes, else the axis) and of their parent nodes, where a fall towards 0
+  shows the proposals collapsing onto one move; the KL to the base only where the run computed it
+  (`ttt.grpo.kl_coef > 0`; the update's `kl` is 0 otherwise, which would read as "no drift").
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import sys
+from collections import Counter
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from arts.search.bench.plan import SESSIONS_FILE, Job
+from arts.search.state import SearchState
+from arts.search.store import Store
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass
+class RunResult:
+    row: dict[str, Any]
+    """task, method, seed, status, best, test_score, baseline, evaluations, tokens, seconds, updates, ..."""
+    curve: list[tuple[int, float, float | None]] = field(default_factory=list)
+    """(evaluations, seconds, best score so far), from the seed program (0, 0, its score) on."""
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    """One dict per TTT update (applied or skipped), in order."""
+
+
+def read_run(job: Job, task: str, error: str = "") -> RunResult:
+    """The run's results under the task name `task`; a run without `summary.json` gives a failed row."""
+    row: dict[str, Any] = {"task": task, "method": job.method, "seed": job.seed, "run_dir": str(job.run_dir)}
+    path = job.run_dir / "summary.json"
+    if not path.exists():
+        return RunResult(row | {"status": "failed", "error": error})
+    s = json.loads(path.read_text())
+    row |= {
+        "status": "finished",
+        "best": s["best"]["score"],
+        "test_score": s["best"]["test_score"],
+        "baseline": s["baseline"],
+        "evaluations": s["evals"],
+        "tokens": sum(s["tokens"].values()),
+        "seconds": s["wall_s"],
+        "updates": s["updates"]["count"],
+        "stopped_because": s["stopped_because"],
+    }
+    with Store.open(job.run_dir, create=False) as store:
+        state = store.load_state()
+    kl_on = _kl_coef(job.run_dir) > 0
+    return RunResult(row, curve(state, _sessions(job.run_dir)), learning(state, kl_on))
+
+
+def _sessions(run_dir: Path) -> list[float]:
+    path = run_dir / SESSIONS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line)["start"] for line in path.read_text().splitlines() if line.strip()]
+
+
+def _kl_coef(run_dir: Path) -> float:
+    cfg = tomllib.loads((run_dir / "config.toml").read_text())
+    return float(cfg.get("ttt", {}).get("grpo", {}).get("kl_coef", 0.0))
+
+
+def active_clock(stamps: Sequence[float], starts: Sequence[float]) -> Callable[[float], float]:
+    """Seconds of work up to time t. Session k runs from its first record (stamp) to its last; sessions
+    begin at `starts` (a worker's start; the first session also takes any earlier stamps)."""
+    cuts = sorted(starts)[1:]
+    spans: list[tuple[float, float]] = []
+    for lo, hi in zip([-math.inf, *cuts], [*cuts, math.inf]):
+        inside = [x for x in stamps if lo <= x < hi]
+        if inside:
+            spans.append((min(inside), max(inside)))
+
+    def clock(t: float) -> float:
+        return sum(max(0.0, min(t, b) - a) for a, b in spans)
+
+    return clock
+
+
+def curve(state: SearchState, starts: Sequence[float] = ()) -> list[tuple[int, float, float | None]]:
+    """Best score so far after each experiment, against evaluations and seconds (module docstring)."""
+    nodes = sorted(state.nodes.values(), key=lambda n: n.id)
+    root = next((n for n in nodes if n.parent is None), None)
+    done = [n for n in nodes if n.parent is not None]
+    evals = sorted(e.ts for e in state.events.values() if e.kind == "eval")
+    ends = [n.created + n.exec_s + n.eval_s for n in done]
+    stamps = [e.ts for e in state.events.values()] + [n.created for n in nodes] + ends
+    if not stamps:
+        return []
+    clock = active_clock(stamps, starts)
+    best = root if root is not None and root.score is not None else None
+    points = [(0, 0.0, best.raw_score if best else None)]
+    for i, n in enumerate(done):
+        following = done[i + 1].created if i + 1 < len(done) else math.inf
+        if n.status == "valid" and n.score is not None and (best is None or n.score > best.score):
+            best = n
+        points.append(
+            (bisect.bisect_left(evals, following), clock(ends[i]), best.raw_score if best else None)
+        )
+    return points
+
+
+def entropy(values: Sequence[Hashable]) -> float:
+    """Shannon entropy in bits of the values' empirical distribution (NaN for none)."""
+    if not values:
+        return math.nan
+    counts = Counter(values).values()
+    n = sum(counts)
+    return float(-sum(c / n * math.log2(c / n) for c in counts) + 0.0)
+
+
+def _target(candidate: dict[str, Any]) -> str:
+    from arts.policy.scientist import directed_target
+
+    found = directed_target(str(candidate.get("hypothesis", "")))
+    return found[1] if found else str(candidate.get("axis", ""))
+
+
+def learning(state: SearchState, kl_on: bool) -> list[dict[str, Any]]:
+    """Per TTT update (applied or skipped), what the rounds since the previous one showed."""
+    events = sorted(state.events.values(), key=lambda e: e.id)
+    ups = sorted(
+        (e for e in events if e.kind in ("update", "update_skipped")),
+        key=lambda e: (e.payload.get("round", 0), e.id),
+    )
+    rewards = [e.payload for e in events if e.kind == "rewards"]
+    out, since = [], 0
+    for u in ups:
+        until = int(u.payload.get("round", 0))
+        window = [p["rewards"] for p in rewards if since < p.get("round", 0) <= until and p.get("rewards")]
+        flat = [x for g in window for x in g]
+        proposals: dict[int, list[dict[str, Any]]] = {}
+        for r in sorted(state.rollouts.values(), key=lambda r: r.id):
+            if since < r.round <= until:
+                proposals.setdefault(r.group, r.candidates)
+        cands = [c for cs in proposals.values() for c in cs]
+        p = u.payload
+        out.append(
+            {
+                "update": p.get("k"),
+                "round": until,
+                "applied": u.kind == "update",
+                "groups": len(window),
+                "mean_reward": sum(sum(g) / len(g) for g in window) / len(window) if window else math.nan,
+                "rewarded_fraction": sum(x > 0 for x in flat) / len(flat) if flat else math.nan,
+                "entropy_targets": entropy([_target(c) for c in cands]),
+                "entropy_parents": entropy([c.get("parent") for c in cands]),
+                "kl": p.get("kl") if kl_on else None,
+                "loss": p.get("loss"),
+                "update_s": p.get("seconds"),
+            }
+        )
+        since = until
+    return out

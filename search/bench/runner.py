@@ -1,0 +1,145 @@
+"""Running a bench: every job in a worker process, `jobs` at a time, then the report.
+
+A bench is resumable by construction: all its state is in its folder. Running the same command again
+keeps finished runs (their `summary.json` exists), continues runs that have a store, and starts the rest;
+so a bench killed at any moment loses at most the experiments in flight. Two benches on one folder would
+run the same jobs twice, so the bench holds an exclusive lock on `DIR/bench.lock`; and the settings that
+make runs comparable (budget, model, overrides) are kept in `DIR/bench.json` and must match on resume.
+
+Not done here: scheduling across machines (one machine, a local pool), or retrying a failed run within
+one invocation (the next invocation retries it, since it has no summary).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, plan, prepare
+from arts.search.bench.results import RunResult, read_run
+
+COMPARABLE = ("evals", "model", "overrides")
+"""Settings every run of one bench folder must share."""
+
+
+@dataclass
+class Running:
+    job: Job
+    proc: subprocess.Popen
+    started: float
+
+
+def _lock(out: Path) -> int:
+    fd = os.open(out / "bench.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise ValueError(
+            f"another `arts bench` is running on {out}; wait for it or use another --out"
+        ) from None
+    return fd
+
+
+def _check_same_settings(cfg: BenchConfig) -> None:
+    path = cfg.out / "bench.json"
+    now = json.loads(cfg.model_dump_json())
+    runs = cfg.out / "runs"
+    if path.exists() and runs.is_dir() and any(runs.iterdir()):
+        before = json.loads(path.read_text())
+        changed = [k for k in COMPARABLE if before.get(k) != now.get(k)]
+        if changed:
+            was = ", ".join(f"{k}={before.get(k)!r}" for k in changed)
+            raise ValueError(
+                f"{cfg.out} holds a bench run with {was}; its runs would not be comparable with these. "
+                "Use the same settings to continue it, or another --out"
+            )
+    path.write_text(json.dumps(now, indent=2))
+
+
+def _tail(path: Path, lines: int = 12) -> str:
+    if not path.exists():
+        return ""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _launch(job: Job, threads: int) -> subprocess.Popen:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(threads))  # J workers share the cores instead of each taking all
+    with (job.run_dir / LOG_FILE).open("a") as log:
+        return subprocess.Popen(
+            [sys.executable, "-m", "arts.search.bench.worker", str(job.run_dir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
+
+
+def _done_line(job: Job, rc: int, seconds: float) -> str:
+    head = f"{Path(job.task).name} / {job.method} / seed {job.seed}"
+    path = job.run_dir / "summary.json"
+    if rc != 0 or not path.exists():
+        return f"{head}: FAILED (exit {rc}); see {job.run_dir / LOG_FILE}"
+    s = json.loads(path.read_text())
+    return f"{head}: best {s['best']['score']}  {s['evals']} evals  {seconds:.0f}s"
+
+
+def run_jobs(jobs: list[Job], parallel: int, log: Callable[[str], None]) -> dict[tuple, str]:
+    """Run the jobs, `parallel` at a time; returns the failures: job key -> the tail of its log."""
+    threads = max(1, (os.cpu_count() or 1) // parallel)
+    queue, running, failed = list(jobs), [], {}
+    done = 0
+    try:
+        while queue or running:
+            while queue and len(running) < parallel:
+                job = queue.pop(0)
+                running.append(Running(job, _launch(job, threads), time.time()))
+            time.sleep(0.2)
+            for r in [r for r in running if r.proc.poll() is not None]:
+                running.remove(r)
+                done += 1
+                rc = r.proc.returncode
+                if rc != 0 or not (r.job.run_dir / "summary.json").exists():
+                    failed[r.job.key] = _tail(r.job.run_dir / LOG_FILE)
+                log(f"[{done}/{len(jobs)}] {_done_line(r.job, rc, time.time() - r.started)}")
+    finally:  # interrupted: stop the workers (their runs resume next time)
+        for r in running:
+            r.proc.terminate()
+        for r in running:
+            try:
+                r.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                r.proc.kill()
+    return failed
+
+
+def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[RunResult]:
+    """Run (or continue) the bench in `cfg.out` and write its report; returns every run's results."""
+    from arts.search.bench.report import write_report
+    from arts.tasks.base import resolve_task
+
+    cfg.out.mkdir(parents=True, exist_ok=True)
+    fd = _lock(cfg.out)
+    try:
+        jobs = plan(cfg)  # first: a bench with a bad setting leaves no trace
+        _check_same_settings(cfg)
+        todo = [j for j in jobs if prepare(j) != "finished"]
+        log(
+            f"bench: {len(jobs)} runs ({len(cfg.tasks)} tasks x {len(cfg.methods)} methods x "
+            f"{len(cfg.seeds)} seeds), {len(jobs) - len(todo)} already finished; {cfg.evals} evals each"
+        )
+        failed = run_jobs(todo, cfg.jobs, log)
+        tasks = {t: resolve_task(t) for t in cfg.tasks}
+        results = [read_run(j, tasks[j.task].name, failed.get(j.key, "")) for j in jobs]
+        write_report(cfg, tasks, results, log)
+        return results
+    finally:
+        os.close(fd)

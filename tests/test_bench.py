@@ -1,0 +1,193 @@
+"""`arts bench` (search/bench/): the jobs it plans, what it reads from a run, and a whole bench of two tasks
+and two methods with a scripted backend in worker processes, killed mid-way and continued."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from arts.search.bench.cli import add_parser, cmd_bench, config_from
+from arts.search.bench.plan import parse_seeds, plan
+from arts.search.bench.results import active_clock, learning
+from arts.search.state import Event, Rollout, SearchState
+from tests.test_search import make_task
+
+REPO = Path(__file__).resolve().parent.parent
+SCRIPTED = "tests.bench_backend:ScriptedBackend"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The flags as the `arts` command parses them once `add_parser` is wired into it."""
+    parser = argparse.ArgumentParser(prog="arts")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    return parser.parse_args(["bench", *argv])
+
+
+def two_tasks(root: Path) -> list[str]:
+    a = make_task(root / "task-a")
+    b = make_task(root / "task-b")
+    (b / "task.toml").write_text((b / "task.toml").read_text().replace("toy-quadratic", "toy-b"))
+    (b / "solution.py").write_text("X = 6.0\n\n\ndef value():\n    return X\n")  # seed score -9
+    return [str(a), str(b)]
+
+
+def test_seeds_are_a_count_or_the_seeds_themselves():
+    assert parse_seeds(["3"]) == [0, 1, 2]
+    assert parse_seeds(["0", "3", "7"]) == [0, 3, 7]
+    assert parse_seeds(["4,9"]) == [4, 9] and parse_seeds(["7,"]) == [7]
+    with pytest.raises(ValueError, match="a count"):
+        parse_seeds(["two"])
+
+
+def test_every_job_shares_budget_model_and_settings_and_arts_ttt_turns_training_on(tmp_path):
+    tasks = two_tasks(tmp_path)
+    args = parse(
+        ["--tasks", *tasks, "--methods", "arts,arts-ttt", "mutate", "--seeds", "2", "--evals", "7"]
+        + ["--out", str(tmp_path / "b"), "--model", "some/model", "--set", "group=3"]
+    )
+
+    jobs = plan(config_from(args))
+    assert len(jobs) == 2 * 3 * 2 and len({j.run_dir for j in jobs}) == 12
+    for j in jobs:
+        ov = j.overrides
+        assert ov["budget.evals"] == 7 and ov["group"] == 3 and ov["seed"] == j.seed
+        assert ov["scientist_model.model"] == ov["executor_model.model"] == "some/model"
+        assert ov["method"] == ("arts" if j.method == "arts-ttt" else j.method)
+        assert ov.get("ttt.enabled", False) is (j.method == "arts-ttt")
+
+
+def test_a_bad_setting_fails_before_any_run_starts(tmp_path):
+
+    out = tmp_path / "b"
+    args = parse(
+        ["--tasks", *two_tasks(tmp_path), "--methods", "mutate", "--out", str(out), "--set", "grup=2"]
+    )
+    with pytest.raises(ValueError, match="grup"):
+        cmd_bench(args)
+    assert not (out / "runs").exists() and not (out / "bench.json").exists()
+
+
+def test_active_clock_leaves_out_the_time_a_killed_run_lay_dead():
+    # worker 1 from t=100 (records 100..130), killed; worker 2 started at 1000 (records 1005..1020)
+    clock = active_clock([100, 110, 130, 1005, 1020], starts=[99, 1000])
+    assert clock(100) == 0 and clock(120) == 20 and clock(500) == 30
+    assert clock(1010) == 35 and clock(1020) == 45
+    assert active_clock([5, 8], starts=[])(8) == 3  # no session file: one session
+
+
+def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
+    cands = [
+        {"parent": 1, "hypothesis": "increase X to 2", "axis": "x"},
+        {"parent": 1, "hypothesis": "decrease X to 0.5", "axis": "x"},
+        {"parent": 2, "hypothesis": "increase Y to 3", "axis": "y"},
+        {"parent": 3, "hypothesis": "a free idea", "axis": "init"},
+    ]
+    rollouts = {
+        i: Rollout(id=i, round=r, group=g, candidates=cands if g == 1 else cands[:2])
+        for i, (r, g) in enumerate([(1, 1), (1, 1), (2, 2), (2, 2)], start=1)
+    }
+    ev = [
+        Event(id=1, kind="rewards", payload={"group": 1, "round": 1, "rewards": [1.0, 0.0]}),
+        Event(id=2, kind="rewards", payload={"group": 2, "round": 2, "rewards": [0.0, 0.0]}),
+        Event(id=3, kind="update", payload={"k": 1, "round": 2, "kl": 0.25, "loss": 0.1, "seconds": 2.0}),
+        Event(id=4, kind="update_skipped", payload={"round": 4, "since_round": 2, "kl": 0.0}),
+    ]
+    state = SearchState(rollouts=rollouts, events={e.id: e for e in ev})
+    first, skipped = learning(state, kl_on=True)
+    assert first["update"] == 1 and first["applied"] and first["groups"] == 2
+    assert first["mean_reward"] == pytest.approx(0.25)  # group means 0.5 and 0
+    assert first["rewarded_fraction"] == pytest.approx(0.25)
+    # targets over the 6 candidates: X x4, Y x1, "init" x1; parents: 1 x4, 2 x1, 3 x1
+    h = -(4 / 6 * math.log2(4 / 6) + 2 * (1 / 6) * math.log2(1 / 6))
+    assert first["entropy_targets"] == pytest.approx(h) and first["entropy_parents"] == pytest.approx(h)
+    assert first["kl"] == 0.25 and not skipped["applied"] and math.isnan(skipped["mean_reward"])
+    assert learning(state, kl_on=False)[0]["kl"] is None  # 0.0 without kl_coef means "not computed"
+
+
+def _wait_for(predicate, timeout: float, what: str) -> None:
+    end = time.time() + timeout
+    while not predicate():
+        if time.time() > end:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the workers import the scripted backend from tests/
+    monkeypatch.setenv("ARTS_TEST_BACKEND_DELAY", "0.2")
+    out, tasks = tmp_path / "bench", two_tasks(tmp_path)
+
+    def flags(jobs: int, evals: int = 3) -> list[str]:
+        return [
+            "--tasks", *tasks, "--methods", "mutate,greedy", "--seeds", "0,", "--evals", str(evals),
+            "--out", str(out), "--jobs", str(jobs), "--set", "group=2",
+            f"--set=scientist_model.backend={SCRIPTED}", f"--set=executor_model.backend={SCRIPTED}",
+        ]  # fmt: skip
+
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "arts.search.bench.cli", "bench", *flags(1)],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+    first, second = out / "runs" / "task-a--mutate--s0", out / "runs" / "task-a--greedy--s0"
+    try:
+        _wait_for(lambda: "round 1" in _read(second / "bench.log"), 60, "the second run's first node")
+    finally:
+        os.kill(bench.pid, signal.SIGKILL)  # the bench only: its worker must die with it
+        bench.wait()
+    worker = json.loads((second / "bench-sessions.jsonl").read_text().splitlines()[0])["pid"]
+    _wait_for(lambda: not _alive(worker), 10, "the worker of the killed bench to die")
+    finished = (first / "summary.json").read_text()
+    assert not (second / "summary.json").exists() and not (out / "summary.md").exists()
+
+    assert cmd_bench(parse(flags(2))) == 0  # continued, two runs at a time
+
+    assert (first / "summary.json").read_text() == finished  # kept, not run again
+    assert len((first / "bench-sessions.jsonl").read_text().splitlines()) == 1
+    assert len((second / "bench-sessions.jsonl").read_text().splitlines()) == 2  # resumed from its store
+    assert "resume:" in _read(second / "bench.log")
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert sorted(zip(runs.task, runs.method, runs.seed)) == sorted(
+        (t, m, 0) for t in ("toy-quadratic", "toy-b") for m in ("mutate", "greedy")
+    )
+    assert (runs.status == "finished").all() and (runs.evaluations == 3).all()
+    assert runs.best.notna().all() and runs.seconds.gt(0).all() and runs.updates.eq(0).all()
+    assert (
+        runs[runs.method == "greedy"].tokens.gt(0).all() and runs[runs.method == "mutate"].tokens.eq(0).all()
+    )
+    assert (
+        runs.normalised.between(-1e-9, 1 + 1e-9).all() and runs.groupby("task").normalised.max().eq(1).all()
+    )
+    assert pd.read_csv(out / "runs.csv").shape == runs.shape
+    text = (out / "summary.md").read_text()
+    assert "## Across tasks" in text and "mutate − greedy" in text and "## Per task" in text
+    assert "seed -9 (measured)" in text  # task-b's own seed program
+    for name in ("curves-toy-quadratic.png", "curves-toy-b.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({name})" in text
+
+    assert cmd_bench(parse(flags(2))) == 0  # all finished: only the report again
+    assert len((second / "bench-sessions.jsonl").read_text().splitlines()) == 2
+    with pytest.raises(ValueError, match="evals=3"):  # a different budget would mix incomparable runs
+        cmd_bench(parse(flags(2, evals=4)))
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
