@@ -241,13 +241,16 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from arts.search.report import write_report
+    from arts.search.report import run_status, write_report
+    from arts.search.runs import is_locked
     from arts.search.store import Store
 
     run_dir = Path(args.run_dir)
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
-    print(write_report(run_dir, state, Path(args.out) if args.out else None))
+    status = "running" if is_locked(run_dir) else run_status(state)
+    status = "killed" if status == "in progress" else status  # no process holds it: it ended unfinished
+    print(write_report(run_dir, state, Path(args.out) if args.out else None, status))
     return 0
 
 

@@ -196,6 +196,8 @@ def header(state: SearchState, summary: dict | None, status: str) -> str:
     )
     kv = "".join(f"<span><b>{_e(k)}</b> {_e(v)}</span>" for k, v in items if v is not None)
     cls = "status running" if status != "finished" else "status"
+    if status == "killed":
+        status = "killed before it finished: continue it with `arts search --resume RUN`"
     when = time.strftime("%Y-%m-%d %H:%M:%S")
     return f'<p class="{cls}">{_e(status)} · written {when}</p><div class="kv">{kv}</div>'
 

@@ -148,6 +148,8 @@ print("heavy:", sorted(m for m in ("torch", "transformers", "xgrammar") if m in 
         (["--help"], "usage: arts"),
         (["tasks", "list"], "circle-packing-26"),
         (["tasks", "show", "char-lm"], "val_bpc"),
+        (["runs", "/nonexistent"], ""),
+        (["serve", "--help"], "--adapter-name"),
     ],
 )
 def test_help_and_tasks_import_no_model_code(argv, shows):

@@ -301,3 +301,72 @@ def test_arts_serve_flags_serve_an_adapter_folder(tiny, tiny_adapter):
         assert [m.id for m in backend._client.models.list().data] == ["tiny", "step1"]
         [[c]] = backend.generate("Hi.", sampling=Sampling(max_tokens=3, seed=0), adapter="step1")
     assert c.completion_tokens > 0
+
+
+def test_streaming_through_the_openai_client_matches_the_plain_answer(tiny_url):
+    import openai
+
+    oc = openai.OpenAI(base_url=tiny_url, api_key="none", max_retries=0)
+    ask = dict(model="tiny", messages=[{"role": "user", "content": "Say hi."}], max_tokens=12, seed=3)
+    plain = oc.chat.completions.create(**ask).choices[0].message.content
+    chunks = list(oc.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == plain and len([c for c in chunks if c.choices and c.choices[0].delta.content]) >= 2
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] in (
+        ["stop"],
+        ["length"],
+    )
+    assert chunks[-1].usage.completion_tokens > 0 and not chunks[-1].choices
+
+
+def test_json_object_answers_are_json_objects(tiny_url):
+    import openai
+
+    oc = openai.OpenAI(base_url=tiny_url, api_key="none", max_retries=0)
+    answer = oc.chat.completions.create(
+        model="tiny", messages=[{"role": "user", "content": "JSON please."}], max_tokens=40, seed=0,
+        response_format={"type": "json_object"},
+    )  # fmt: skip
+    choice = answer.choices[0]
+    if choice.finish_reason == "stop":  # a random model may run out of tokens inside the object
+        assert isinstance(json.loads(choice.message.content), dict)
+    assert choice.message.content.startswith("{")
+
+
+def http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
+    """(status, JSON body) of one plain HTTP request, errors included."""
+    import urllib.error
+    import urllib.request
+
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_health_models_and_errors_are_json(tiny_url):
+    root = tiny_url.removesuffix("/v1")
+    assert http("GET", f"{root}/health") == (200, {"status": "ok", "model": "tiny", "adapters": []})
+    [entry] = http("GET", f"{tiny_url}/models")[1]["data"]
+    assert entry["id"] == "tiny" and isinstance(entry["created"], int) and entry["created"] > 1.7e9
+    for method, path, body, status in (
+        ("GET", "/v1/nothing", None, 404),
+        ("POST", "/v1/chat/completions", {"model": "tiny"}, 400),
+        ("POST", "/v1/chat/completions", {"model": "nope", "messages": []}, 404),
+        (
+            "POST",
+            "/v1/chat/completions",
+            {"model": "tiny", "messages": [], "response_format": {"type": "x"}},
+            400,
+        ),
+    ):
+        code, answer = http(method, root + path, body)
+        error = answer["error"]
+        assert code == status and isinstance(error["message"], str), answer
+        assert "[{'" not in error["message"] and "Traceback" not in error["message"]  # no repr
+    missing = http("POST", f"{tiny_url}/chat/completions", {"model": "tiny"})[1]["error"]["message"]
+    assert missing == "messages: Field required"

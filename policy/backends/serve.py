@@ -175,8 +175,8 @@ def request_schema(fmt: dict[str, Any] | None) -> type[BaseModel] | None:
     if fmt.get("type") != "json_schema" or "schema" not in fmt.get("json_schema", {}):
         raise ApiError(
             400,
-            "response_format: give {'type': 'json_schema', 'json_schema': {'schema': ...}}, "
-            "{'type': 'json_object'} or {'type': 'text'}",
+            'response_format: give {"type": "json_schema", "json_schema": {"schema": {...}}}, '
+            '{"type": "json_object"} or {"type": "text"}',
         )
     spec = fmt["json_schema"]
     try:
