@@ -26,6 +26,7 @@ from arts.search.seeds import Seeds
 from arts.search.state import Node, Rollout
 from arts.tasks.base import EvalResult, Task
 from arts.tasks.evaluate import run_evaluation
+from arts.tasks.workcopy import write_file
 
 Edit = Callable[[Node, Path], Node]
 """A baseline's own experiment: fills in the pending node (files, status, score) in its work folder."""
@@ -33,6 +34,13 @@ Edit = Callable[[Node, Path], Node]
 
 def fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
+
+
+def write_output(workdir: Path, res: EvalResult) -> None:
+    """The tails of an evaluation's output, beside its files. The program could write in `workdir`, so a
+    planted `stdout.txt -> <task>/evaluate.py` is replaced, never followed (`write_file`)."""
+    write_file(workdir, "stdout.txt", res.stdout_tail)
+    write_file(workdir, "stderr.txt", res.stderr_tail)
 
 
 class Lab:
@@ -71,8 +79,7 @@ class Lab:
         self.ledger.event(
             "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200]
         )
-        (workdir / "stdout.txt").write_text(res.stdout_tail)
-        (workdir / "stderr.txt").write_text(res.stderr_tail)
+        write_output(workdir, res)
         return res
 
     def score(self, node: Node, res: EvalResult) -> Node:

@@ -345,11 +345,22 @@ class Store:
                 os.rename(staging, target)
                 return target
             for rel in paths:
-                (target / rel).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(staging / rel, target / rel)
+                _real_folders(target, rel)
+                os.replace(staging / rel, target / rel)  # replaces a planted link, never follows it
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         return target
+
+
+def _real_folders(target: Path, rel: PurePosixPath) -> None:
+    """Make the folders on the way to target/rel real ones: an evaluated program could write in a node's
+    folder, and a link it planted there (`pkg -> /etc`) must not steer a write elsewhere."""
+    folder = target
+    for part in rel.parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            folder.unlink()
+        folder.mkdir(exist_ok=True)
 
 
 def _prepare(conn: sqlite3.Connection, db: Path, create: bool) -> None:

@@ -35,6 +35,15 @@ MEMORY_SIGNS = ("MemoryError", "allocate memory", "bad_alloc", "out of memory")
 """Text in stderr by which a failed run is reported as out of memory."""
 
 
+_CONTROL = {c: f"\\x{c:02x}" for c in [*range(0x20), *range(0x7F, 0xA0)] if chr(c) not in "\n\t"}
+
+
+def printable(text: str) -> str:
+    """Text from the evaluated program, safe to print on a terminal: escape sequences and NUL bytes are
+    shown as \\xNN instead of acting on it."""
+    return text.translate(_CONTROL)
+
+
 def _failure(o: Outcome, cfg: CommandConfig) -> str:
     """Why the command failed, or "" if it exited with status 0."""
     if o.stopped == "timeout":
@@ -106,7 +115,7 @@ def _read_result(raw: bytes | str, require_score: bool) -> dict | str:
             return "non-finite score"
     if valid and score is None and require_score:
         return "valid=true but score is null"
-    return {"valid": valid, "score": score, "metrics": metrics, "message": message[:4000]}
+    return {"valid": valid, "score": score, "metrics": metrics, "message": printable(message[:4000])}
 
 
 def run_evaluation(
@@ -138,12 +147,12 @@ def run_evaluation(
         "stderr_tail": o.stderr,
     }
     if reason := _failure(o, cfg):
-        return EvalResult(valid=False, reason=reason, **tails)
+        return EvalResult(valid=False, reason=printable(reason), **tails)
     raw = _from_report(o.report) if plan.launcher else _read_file(workdir / "result.json")
     if plan.launcher and o.report is None:
         raw = "the evaluator ended without reporting a result (killed, or its launcher failed)"
     got = _read_result(raw, require_score=split == "evaluate" and task.config.kind == "optimize")
     if isinstance(got, str):
-        return EvalResult(valid=False, reason=got, **tails)
+        return EvalResult(valid=False, reason=printable(got), **tails)
     reason = "" if got["valid"] else f"evaluator: {got['message'][:300] or 'result marked invalid'}"
     return EvalResult(**got, reason=reason, **tails)

@@ -52,26 +52,32 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
 import functools
 import os
-import pwd
 import resource
 import shutil
-import signal
 import stat
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from arts.tasks.base import CommandConfig, Task
+from arts.tasks.uids import (
+    make_cgroup,
+    memory_cgroup_root,
+    oom_kills,
+    procs_of,
+    reap_uid,
+    signal_uid,
+    stubs_of,
+    uid_lease,
+)
 from arts.tasks.workcopy import remove
 
-UIDS = range(61000, 62000)
+__all__ = ["lease", "oom_kills", "plan_for", "preexec", "probe", "reap_uid", "signal_uid"]
+
 FILE_LIMIT = 256 << 20
 PASS_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
@@ -143,7 +149,7 @@ def probe() -> Isolation:
     check = [sys.executable, "-c", "import encodings"]
     if root:
         with uid_lease() as uid:  # the interpreter must start as that uid (it may live under a 0700 /root)
-            plan = Plan(uid=uid, stubs=_stubs(uid))
+            plan = Plan(uid=uid, stubs=stubs_of(uid))
             plan.mounts = _base_mounts(_interpreter_paths(), plan.stubs)
             uid_drop = _try(check, plan)
             bwrap_ok = uid_drop and shutil.which("bwrap") is not None and _try([*_bwrap_base(), *check], plan)
@@ -152,7 +158,7 @@ def probe() -> Isolation:
             _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     elif sys.platform == "linux" and shutil.which("bwrap"):
         bwrap_ok = _try([*_bwrap_base(), *check], Plan())
-    memory_tree = root and _memory_cgroup_root() is not None
+    memory_tree = root and memory_cgroup_root() is not None
     if bwrap_ok:
         level = "bwrap+uid" if uid_drop else "bwrap (user namespaces)"
     else:
@@ -170,165 +176,6 @@ def probe() -> Isolation:
 def network_isolated() -> bool:
     """True when runs get their own network namespace (bubblewrap)."""
     return probe().network
-
-
-# -- per-run uid --------------------------------------------------------------------------------------------
-@functools.cache
-def _state_dir() -> Path:
-    """Root-only directory for uid locks and mount stubs; no sandbox uid may touch it."""
-    d = Path("/run" if os.access("/run", os.W_OK) else tempfile.gettempdir()) / "arts-sandbox"
-    d.mkdir(mode=0o700, exist_ok=True)
-    st = os.lstat(d)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != 0 or st.st_mode & 0o077:
-        raise RuntimeError(f"{d} must be a directory owned by root with mode 0700; remove it and retry")
-    for sub in ("uids", "stubs"):
-        (d / sub).mkdir(mode=0o755, exist_ok=True)
-    return d
-
-
-def _stubs(uid: int) -> Path:
-    return _state_dir() / "stubs" / str(uid)
-
-
-@contextlib.contextmanager
-def uid_lease() -> Iterator[int]:
-    """An unprivileged uid that no concurrent run holds (flock on its lock file) and no account uses.
-    The lock file holds b"1" while in use: finding it so means a harness died mid-run and left processes."""
-    for uid in UIDS:
-        with contextlib.suppress(KeyError):
-            pwd.getpwuid(uid)
-            continue  # an account owns this uid
-        fd = os.open(_state_dir() / "uids" / str(uid), os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue
-            if os.pread(fd, 1, 0):
-                signal_uid(uid)
-                reap_uid(uid)
-            os.pwrite(fd, b"1", 0)
-            yield uid
-            os.ftruncate(fd, 0)  # skipped when the body raised: the next holder cleans up
-            return
-        finally:
-            os.close(fd)
-    raise RuntimeError(
-        f"sandbox uids {UIDS.start}-{UIDS.stop - 1} are all busy; run fewer evaluations at once"
-    )
-
-
-@contextlib.contextmanager
-def lease() -> Iterator[int | None]:
-    """The uid of one run where this machine can drop to one, else None. Leave the block only once the
-    run's processes are gone: the run's mount stubs and cgroup are removed then, and the uid freed."""
-    if not probe().uid_drop:
-        yield None
-        return
-    with uid_lease() as uid:
-        try:
-            yield uid
-        finally:
-            remove(_stubs(uid))
-            if (cg := _memory_cgroup_root()) is not None:
-                with contextlib.suppress(OSError):
-                    (cg / f"arts-{uid}").rmdir()
-
-
-def signal_uid(uid: int) -> None:
-    """SIGKILL every process of uid, escaped daemons included: a forked helper takes the uid and calls
-    kill(-1), which the kernel applies under the task-list lock, so no fork slips past it."""
-    pid = os.fork()
-    if pid == 0:
-        with contextlib.suppress(BaseException):
-            os.setresuid(uid, uid, uid)
-            os.kill(-1, signal.SIGKILL)
-        os._exit(0)
-    os.waitpid(pid, 0)
-
-
-def _procs_of(uid: int) -> list[tuple[int, str, int]]:
-    """(pid, state, ppid) of the processes owned by uid, zombies included."""
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError, IndexError):  # a process may vanish while we look
-            if os.stat(f"/proc/{name}").st_uid == uid:
-                fields = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()
-                found.append((int(name), fields[0].decode(), int(fields[1])))
-    return found
-
-
-def reap_uid(uid: int) -> None:
-    """After signal_uid: wait until uid has no live process and reap the orphans reparented to us."""
-    me = os.getpid()
-    for _ in range(1000):
-        procs = _procs_of(uid)
-        for pid, state, ppid in procs:
-            if ppid == me and state == "Z":
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-        if all(state == "Z" and ppid != me for _, state, ppid in procs):
-            return  # what remains are zombies of other parents, beyond our reach
-        if any(state != "Z" for _, state, _ in procs):
-            signal_uid(uid)
-        time.sleep(0.001)
-
-
-# -- memory cgroup ------------------------------------------------------------------------------------------
-@functools.cache
-def _memory_cgroup_root() -> Path | None:
-    """The memory cgroup this process lives in, if we may create children there (cgroup v1 or v2)."""
-    if os.geteuid() != 0 or not os.path.isfile("/proc/self/cgroup"):
-        return None
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        if "memory" in controllers.split(","):
-            base = Path("/sys/fs/cgroup/memory") / path.lstrip("/")
-        elif controllers == "" and os.path.isfile("/sys/fs/cgroup/cgroup.controllers"):
-            base = Path("/sys/fs/cgroup") / path.lstrip("/")
-            if "memory" not in (base / "cgroup.subtree_control").read_text(errors="replace"):
-                continue
-        else:
-            continue
-        probe_dir = base / f"arts-probe-{os.getpid()}"
-        try:
-            probe_dir.mkdir()
-            probe_dir.rmdir()
-            return base
-        except OSError:
-            continue
-    return None
-
-
-def _make_cgroup(uid: int, memory_mb: int) -> Path | None:
-    base = _memory_cgroup_root()
-    if base is None:
-        return None
-    cg = base / f"arts-{uid}"
-    with contextlib.suppress(FileExistsError):
-        cg.mkdir()
-    limit = str(memory_mb << 20)
-    v1 = (cg / "memory.limit_in_bytes").exists()
-    for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if v1 else ("memory.max",):
-        with contextlib.suppress(OSError):
-            (cg / name).write_text(limit)
-    if not v1:
-        with contextlib.suppress(OSError):
-            (cg / "memory.swap.max").write_text("0")
-    return cg
-
-
-def oom_kills(cgroup: Path | None) -> int:
-    """How many processes the memory cgroup's limit has killed so far (0 without a cgroup)."""
-    if cgroup is None:
-        return 0
-    for name in ("memory.events", "memory.oom_control"):
-        with contextlib.suppress(OSError):
-            for line in (cgroup / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-    return 0
 
 
 # -- the child's plan ---------------------------------------------------------------------------------------
@@ -358,9 +205,15 @@ def preexec(plan: Plan) -> Callable[[], None]:
 
 @functools.cache
 def _interpreter_paths() -> tuple[Path, ...]:
-    paths = {sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
-    found = {Path(os.path.realpath(p)) for p in paths if p and os.path.exists(p)}
+    """The interpreter, its prefixes and the sys.path entries inside them (site-packages); never another
+    sys.path entry, such as a source checkout, which would bring every task's hidden files along."""
+    named = {sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix}
+    found = {Path(os.path.realpath(p)) for p in named if p and os.path.exists(p)}
     found |= {Path(os.path.abspath(p)) for p in (sys.prefix, sys.executable)}  # a venv's links, as named
+    for p in sys.path:
+        real = Path(os.path.realpath(p)) if p and os.path.exists(p) else None
+        if real is not None and any(real.is_relative_to(q) for q in found if q.is_dir()):
+            found.add(real)
     return tuple(sorted(p for p in found if not any(p.is_relative_to(q) and p != q for q in found)))
 
 
@@ -412,6 +265,23 @@ def _bwrap_base() -> list[str]:
     return args + ["--proc", "/proc", "--dev", "/dev"]
 
 
+@contextlib.contextmanager
+def lease() -> Iterator[int | None]:
+    """The uid of one run where this machine can drop to one, else None. Leave the block only once the
+    run's processes are gone: the run's mount stubs and cgroup are removed then, and the uid freed."""
+    if not probe().uid_drop:
+        yield None
+        return
+    with uid_lease() as uid:
+        try:
+            yield uid
+        finally:
+            remove(stubs_of(uid))
+            if (cg := memory_cgroup_root()) is not None:
+                with contextlib.suppress(OSError):
+                    (cg / f"arts-{uid}").rmdir()
+
+
 def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, launcher: bool = False,
              hidden: list[str] | None = None) -> Plan:  # fmt: skip
     """How to run `cfg` in `workdir` as `uid` (None: as ourselves). `launcher`: under `tasks.launch`, which
@@ -419,18 +289,18 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
     iso, nproc = probe(), cfg.max_procs
     # RLIMIT_NPROC counts all threads of the user: without a uid of its own, add those already running.
     if uid is None and os.path.isdir("/proc"):
-        running = sum(len(os.listdir(f"/proc/{pid}/task")) for pid, _, _ in _procs_of(os.getuid()))
+        running = sum(len(os.listdir(f"/proc/{pid}/task")) for pid, _, _ in procs_of(os.getuid()))
         hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
         nproc = nproc + running if hard == resource.RLIM_INFINITY else min(nproc + running, hard)
     plan = Plan(uid=uid)
     if uid is not None and iso.memory_tree:
-        plan.cgroup = _make_cgroup(uid, cfg.memory_mb)
+        plan.cgroup = make_cgroup(uid, cfg.memory_mb)
     limits = {"FSIZE": FILE_LIMIT, "CORE": 0, "NPROC": nproc}
     if plan.cgroup is None:
         limits["AS"] = cfg.memory_mb << 20
     plan.limits = [(getattr(resource, f"RLIMIT_{k}"), (v, v)) for k, v in limits.items()]
     if uid is not None:
-        plan.stubs = _stubs(uid)
+        plan.stubs = stubs_of(uid)
         plan.mounts = _base_mounts((*_interpreter_paths(), workdir), plan.stubs)
     if not iso.bwrap:
         return plan

@@ -47,6 +47,28 @@ def _open_fresh(workdir: Path, rel: str, mode: int) -> int:
     return os.open(workdir / rel, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
 
 
+def write_file(workdir: Path, rel: str, text: str) -> None:
+    """Write `text` as a new regular file at workdir/rel, in a folder a program could have touched: what it
+    left there (a link to the task's evaluator, a FIFO) is removed first, and no link on the way is followed."""
+    with open(_open_fresh(workdir, rel, 0o644), "w", encoding="utf-8", errors="replace") as f:
+        f.write(text)
+
+
+def read_text(path: Path, limit: int = 1 << 20) -> str:
+    """The last `limit` bytes of the regular file at `path`, decoded leniently; "" when it is absent, a link
+    (never followed: a program may plant curves.jsonl -> /etc/shadow), a FIFO or anything but a file."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return ""
+    with open(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return ""
+        f.seek(max(st.st_size - limit, 0))
+        return f.read(limit).decode("utf-8", "replace")
+
+
 def _copy_in(src: Path, workdir: Path, rel: str, trust_root_owned: bool) -> None:
     """Copy a task file in, read-only. As root an identical root-owned copy stays: the uid cannot alter it."""
     st = src.stat()

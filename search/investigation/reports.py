@@ -2,7 +2,8 @@
 
 An inspection report holds the node's code diff against its parent, its training curves, the tail of its
 output and its result — all measured, none model-written. Insights are written by the harness from
-measured numbers only, so memory never carries an invented figure.
+measured numbers only, so memory never carries an invented figure. The node's folder is one the evaluated
+program could write in: its files are read without following links (`tasks.workcopy.read_text`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import json
 from pathlib import Path
 
 from arts.search.state import Insight, Node, SearchState
+from arts.tasks.workcopy import read_text
 
 
 def diff(parent: Node | None, node: Node, max_lines: int = 30) -> str:
@@ -30,18 +32,13 @@ def diff(parent: Node | None, node: Node, max_lines: int = 30) -> str:
 
 
 def curves(node_dir: Path, points: int = 5) -> str:
-    path = node_dir / "curves.jsonl"
-    if not path.is_file():
-        return ""
-    lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    lines = [ln for ln in read_text(node_dir / "curves.jsonl", 256 << 10).splitlines() if ln.strip()]
     keep = lines if len(lines) <= points else [lines[0], *lines[-(points - 1) :]]
     return "\n".join(ln[:120] for ln in keep)
 
 
 def tail(path: Path, lines: int = 4) -> str:
-    if not path.is_file():
-        return ""
-    return "\n".join(ln[:160] for ln in path.read_text(errors="replace").splitlines()[-lines:])
+    return "\n".join(ln[:160] for ln in read_text(path, 64 << 10).splitlines()[-lines:])
 
 
 def report(state: SearchState, node: Node, node_dir: Path) -> str:
@@ -92,6 +89,6 @@ def memory_entry(state: SearchState, node: Node, round_: int) -> Insight | None:
 
 def result_summary(path: Path) -> str:
     try:
-        return json.dumps(json.loads(path.read_text()))[:300]
-    except (OSError, ValueError):
+        return json.dumps(json.loads(read_text(path)))[:300]
+    except (ValueError, RecursionError):
         return ""

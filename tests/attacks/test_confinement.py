@@ -1,0 +1,81 @@
+"""Attacks on the host through what the sandbox lets a candidate see: other tasks' hidden files, the source
+tree, scratch space that outlives the run, other processes. The candidate sees a minimal filesystem."""
+
+import uuid
+from pathlib import Path
+
+from attack_kit import attack
+
+import arts.tasks
+
+PROBE = """
+import os
+found = []
+for path in {paths!r}:
+    try:
+        if os.path.isdir(path):
+            os.listdir(path)
+        else:
+            open(path, "rb").read(1)
+        found.append(path)
+    except OSError:
+        pass
+open("note.txt", "w").write(" ".join(found) or "nothing")
+"""
+
+
+def test_other_tasks_hidden_files_are_out_of_reach(task, bwrap):
+    builtin = Path(arts.tasks.__file__).parent / "builtin"
+    paths = [str(builtin / "incident-rca/grader/truth.json"), str(builtin / "friedman-regression/grader")]
+    assert attack(task, PROBE.format(paths=paths)).message == "nothing"
+
+
+def test_source_tree_and_git_objects_are_out_of_reach(task, bwrap):
+    repo = Path(arts.tasks.__file__).resolve().parents[1]
+    paths = [str(repo / ".git"), str(repo / "tasks"), str(repo / "search"), "/home", "/etc/passwd", "/var"]
+    assert attack(task, PROBE.format(paths=paths)).message == "nothing"
+
+
+def test_scratch_space_does_not_outlive_the_run(task, bwrap):
+    name = f"arts-attack-{uuid.uuid4().hex}"
+    planted = f"""
+import os
+made = []
+for d in ("/tmp", "/var/tmp", "/run/lock", "/dev/shm"):
+    try:
+        open(os.path.join(d, {name!r}), "w").write("left behind")
+        made.append(d)
+    except OSError:
+        pass
+open("note.txt", "w").write(" ".join(made))
+"""
+    attack(task, planted)
+    assert not [d for d in ("/tmp", "/var/tmp", "/run/lock", "/dev/shm") if Path(d, name).exists()]
+
+
+def test_host_processes_are_invisible(task, bwrap):
+    spy = """
+import os
+lines = []
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        lines.append(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode())
+    except OSError:
+        pass
+open("note.txt", "w").write(str(len(lines)) + "|" + "|".join(lines))
+"""
+    count, _, cmdlines = attack(task, spy).message.partition("|")
+    # bubblewrap's init, the launcher running the evaluator, the candidate: nothing of the host
+    assert "-m pytest" not in cmdlines and int(count) <= 3, cmdlines
+
+
+def test_network_is_unreachable(task, bwrap):
+    dial = """
+import socket
+try:
+    socket.create_connection(("1.1.1.1", 53), timeout=2)
+    open("note.txt", "w").write("connected")
+except OSError as e:
+    open("note.txt", "w").write(type(e).__name__)
+"""
+    assert attack(task, dial).message != "connected"
