@@ -14,3 +14,10 @@ class ScriptedBackend(RuleBackend):
     def __init__(self, model: str | None = None, usage_sink=None, seed: int = 0):
         super().__init__(seed, delay=float(os.environ.get("ARTS_TEST_BACKEND_DELAY", "0")))
         self.sink = usage_sink
+
+
+class BrokenBackend:
+    """A backend whose model cannot load: the run that asks for it fails, the bench goes on."""
+
+    def __init__(self, model: str | None = None, usage_sink=None, seed: int = 0):
+        raise RuntimeError("scripted failure: this model cannot load")

@@ -132,7 +132,6 @@ def _alive(pid: int) -> bool:
 
 def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the workers import the scripted backend from tests/
-    monkeypatch.setenv("ARTS_TEST_BACKEND_DELAY", "0.2")
     out, tasks = tmp_path / "bench", two_tasks(tmp_path)
 
     def flags(jobs: int, evals: int = 3) -> list[str]:
@@ -142,26 +141,33 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
             f"--set=scientist_model.backend={SCRIPTED}", f"--set=executor_model.backend={SCRIPTED}",
         ]  # fmt: skip
 
-    bench = subprocess.Popen(
-        [sys.executable, "-m", "arts.search.bench.cli", "bench", *flags(1)],
-        cwd=REPO,
-        stdout=subprocess.DEVNULL,
-    )
+    # task-a's two runs start together; greedy's model calls are slowed down so that it is under way
+    # (its first node stored) when mutate, which calls no model, has finished: then the bench is killed
+    slow = {**os.environ, "ARTS_TEST_BACKEND_DELAY": "0.5"}
+    cmd = [sys.executable, "-m", "arts.search.bench.cli", "bench", *flags(2)]
+    bench = subprocess.Popen(cmd, cwd=REPO, env=slow, stdout=subprocess.DEVNULL)
     first, second = out / "runs" / "task-a--mutate--s0", out / "runs" / "task-a--greedy--s0"
     try:
-        _wait_for(lambda: "round 1" in _read(second / "bench.log"), 60, "the second run's first node")
+        _wait_for(
+            lambda: (first / "summary.json").exists() and "round 1" in _read(second / "bench.log"),
+            60,
+            "one finished run and one under way",
+        )
     finally:
-        os.kill(bench.pid, signal.SIGKILL)  # the bench only: its worker must die with it
+        os.kill(bench.pid, signal.SIGKILL)  # the bench only: its workers must die with it
         bench.wait()
     worker = json.loads((second / "bench-sessions.jsonl").read_text().splitlines()[0])["pid"]
     _wait_for(lambda: not _alive(worker), 10, "the worker of the killed bench to die")
-    finished = (first / "summary.json").read_text()
-    assert not (second / "summary.json").exists() and not (out / "summary.md").exists()
+    finished = {
+        d: (d / "summary.json").read_text() for d in (out / "runs").iterdir() if (d / "summary.json").exists()
+    }
+    assert first in finished and second not in finished and not (out / "summary.md").exists()
 
-    assert cmd_bench(parse(flags(2))) == 0  # continued, two runs at a time
+    assert cmd_bench(parse(flags(3))) == 0  # the same command continues it (here three runs at a time)
 
-    assert (first / "summary.json").read_text() == finished  # kept, not run again
-    assert len((first / "bench-sessions.jsonl").read_text().splitlines()) == 1
+    for d, summary in finished.items():  # kept, not run again
+        assert (d / "summary.json").read_text() == summary
+        assert len((d / "bench-sessions.jsonl").read_text().splitlines()) == 1
     assert len((second / "bench-sessions.jsonl").read_text().splitlines()) == 2  # resumed from its store
     assert "resume:" in _read(second / "bench.log")
     runs = pd.read_parquet(out / "runs.parquet")
@@ -183,11 +189,23 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
     for name in ("curves-toy-quadratic.png", "curves-toy-b.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and f"]({name})" in text
 
-    assert cmd_bench(parse(flags(2))) == 0  # all finished: only the report again
-    assert len((second / "bench-sessions.jsonl").read_text().splitlines()) == 2
     with pytest.raises(ValueError, match="evals=3"):  # a different budget would mix incomparable runs
         cmd_bench(parse(flags(2, evals=4)))
 
 
 def _read(path: Path) -> str:
     return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_a_run_that_crashes_is_reported_failed_and_the_bench_goes_on(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    out, broken = tmp_path / "bench", "tests.bench_backend:BrokenBackend"
+    argv = ["--tasks", str(make_task(tmp_path / "task")), "--methods", "greedy,mutate", "--seeds", "1"]
+    argv += ["--evals", "2", "--out", str(out), "--jobs", "2", f"--set=scientist_model.backend={broken}"]
+    assert cmd_bench(parse(argv)) == 1
+    runs = pd.read_csv(out / "runs.csv").set_index("method")
+    assert runs.loc["greedy", "status"] == "failed" and "cannot load" in runs.loc["greedy", "error"]
+    assert runs.loc["mutate", "status"] == "finished" and runs.loc["mutate", "evaluations"] == 2
+    text = (out / "summary.md").read_text()
+    assert "## Failed runs" in text and "cannot load" in text and "| mutate | 1 |" in text
+    assert "1 run(s) failed" in capsys.readouterr().out

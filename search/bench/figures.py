@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,9 @@ def curves(task: str, direction: str, results: list[RunResult], out: Path) -> Pa
                 [p[1] for p in pts], [p[2] for p in pts], where="post", color=color, alpha=0.5, lw=0.9
             )
         stacked = np.vstack([_on_grid(r.curve, grid) for r in mine])
-        with np.errstate(all="ignore"):
-            median = np.nanmedian(stacked, axis=0) if np.isfinite(stacked).any() else stacked[0]
+        with warnings.catch_warnings():  # a column with no score yet stays NaN (not drawn)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            median = np.nanmedian(stacked, axis=0)
         by_evals.step(grid, median, where="post", color=color, lw=2.2, label=f"{m} (median of {len(mine)})")
         by_secs.plot([], [], color=color, label=m)
     better = "higher" if direction != "minimize" else "lower"

@@ -31,7 +31,7 @@ from typing import Any
 
 from arts.search.bench.plan import SESSIONS_FILE, Job
 from arts.search.state import SearchState
-from arts.search.store import Store
+from arts.search.store import Store, StoreError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -67,8 +67,11 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "updates": s["updates"]["count"],
         "stopped_because": s["stopped_because"],
     }
-    with Store.open(job.run_dir, create=False) as store:
-        state = store.load_state()
+    try:
+        with Store.open(job.run_dir, create=False) as store:
+            state = store.load_state()
+    except StoreError as e:  # e.g. someone continued the run by hand: the row stands without its history
+        return RunResult(row | {"error": f"store not read: {e}"})
     kl_on = _kl_coef(job.run_dir) > 0
     return RunResult(row, curve(state, _sessions(job.run_dir)), learning(state, kl_on))
 
