@@ -175,9 +175,25 @@ def parse_value(text: str) -> Any:
         return text
 
 
+def _read_toml(path: Path) -> dict[str, Any]:
+    """A config file's table; errors name the file and the fix."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"--config {path}: no such file; check the path") from None
+    except IsADirectoryError:
+        raise ValueError(f"--config {path}: a folder, not a file; name the TOML file itself") from None
+    except OSError as e:
+        raise ValueError(f"--config {path}: cannot read it ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"--config {path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"--config {path}: not valid TOML ({e}); fix the syntax at that line") from None
+
+
 def load_config(path: Path | None, overrides: dict[str, Any]) -> SearchConfig:
     """The TOML file (if any) with dotted-path overrides applied on top (the profile resolves on validation)."""
-    data: dict[str, Any] = tomllib.loads(path.read_text()) if path else {}
+    data: dict[str, Any] = _read_toml(path) if path else {}
     for key, value in overrides.items():
         _set_path(data, key, value)
     return SearchConfig.model_validate(data)

@@ -5,7 +5,9 @@
 - `lab`: one action in, one evaluated node out;
 - `agents`: the scientist, analyst, executor and investigator, and the adapter they sample from;
 - `learning`: test-time training, when on (`search.learning`);
-- `seeds`: every seed a model call or draw uses, derived from the run's one seed.
+- `seeds`: every seed a model call or draw uses, derived from the run's one seed;
+- `rng`: the round's random generator, seeded from the run's seed and the round number, so a resumed run
+  (which starts a new round) never replays the draws of the rounds before the kill.
 A method's round receives this context and hands each step only the parts it uses.
 """
 
@@ -38,13 +40,20 @@ class Run:
     lab: Lab
     agents: Agents
     log: Callable[[str], None]
-    rng: random.Random = field(init=False)
     seeds: Seeds = field(init=False)
     learning: Learning | None = None
+    _rng: tuple[int, random.Random] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.rng = random.Random(self.cfg.seed)
         self.seeds = Seeds(self.cfg.seed)
+
+    @property
+    def rng(self) -> random.Random:
+        """The generator of the current round: the same draws for the same seed and round, and a round
+        number is never reused (resume starts the next one), so no draw repeats after a kill."""
+        if self._rng is None or self._rng[0] != self.round:
+            self._rng = (self.round, random.Random(f"{self.cfg.seed}/round/{self.round}"))
+        return self._rng[1]
 
     @property
     def state(self) -> SearchState:

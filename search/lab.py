@@ -73,6 +73,10 @@ class Lab:
 
     # -- evaluation ----------------------------------------------------------------------------------------
     def evaluate(self, files: dict[str, str], workdir: Path) -> EvalResult:
+        """Evaluate a program, spending one evaluation; a program the run already evaluated is refused
+        without spending one (its node is named in the reason)."""
+        if seen := self.known_programs()(files):
+            return EvalResult(valid=False, reason=f"already evaluated ({seen}); not run again")
         self.meter.take_eval()
         res = run_evaluation(self.task, files, workdir)
         self.meter.eval_done(res.wall_s)
@@ -93,26 +97,37 @@ class Lab:
         return node
 
     def ensure_root(self) -> Node:
-        """The seed node, evaluated once (not counted against the budget)."""
+        """The seed node, evaluated once (not counted against the budget). A run killed during the seed's
+        evaluation evaluates it again on resume: `seed_scored` is set only once its result is stored."""
         roots = [n for n in self.state.nodes.values() if n.parent is None]
-        if roots:
+        if roots and self.ledger.meta("seed_scored", True):  # runs older than the flag were scored
             return roots[0]
         files = self.task.seed_files()
-        root = self.ledger.add(Node(parent=None, files=files, status="seed", hypothesis=""))
+        if roots:
+            root = roots[0]
+            self.log("seed: the run was killed during its evaluation; evaluating it again")
+        else:
+            self.ledger.set_meta("seed_scored", False)
+            root = self.ledger.add(Node(parent=None, files=files, status="seed", hypothesis=""))
         if files and self.task.config.evaluate is not None:
             res = run_evaluation(self.task, files, self.node_dir(root.id))
             root.raw_score, root.score = res.score, self.task.normalise(res.score) if res.valid else None
             root.metrics, root.reason, root.eval_s = res.metrics, res.reason, res.wall_s
             self.ledger.update(root)
             self.log(f"seed: {fmt(root.raw_score)}{'' if res.valid else '  INVALID: ' + res.reason}")
+            write_output(self.node_dir(root.id), res)
         self.ledger.store.write_node_files(root)
+        self.ledger.set_meta("seed_scored", True)
         return root
 
     def close_interrupted(self) -> None:
+        """Nodes a kill left pending become invalid, and their folders show the files the store holds (the
+        folder may hold the half-made program of the experiment in flight)."""
         for n in list(self.state.nodes.values()):
             if n.status == "pending" and n.parent is not None:
                 n.status, n.reason = "invalid", "interrupted (the run was killed during this experiment)"
                 self.ledger.update(n)
+                self.ledger.store.write_node_files(n)
 
     # -- one experiment ------------------------------------------------------------------------------------
     def expand(

@@ -12,6 +12,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from arts.policy.backends.registry import backend_class
 from arts.policy.base import Backend, Usage
 from arts.search.agents import Agents
@@ -25,6 +27,7 @@ from arts.search.methods import METHODS, Method
 from arts.search.seeds import Seeds
 from arts.search.store import Store
 from arts.tasks.base import resolve_task
+from arts.tasks.isolation import probe
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -122,24 +125,51 @@ def start_run(cfg: SearchConfig, run_dir: Path | None = None, log: Callable[[str
     method_of(cfg)
     cfg = cfg.model_copy(update={"task": str(task.root) if task.root.parent.name != "builtin" else task.name})
     run_dir = run_dir or Path("runs") / f"{task.name}-{cfg.method}-{time.strftime('%Y%m%d-%H%M%S')}"
-    if (run_dir / "arts.db").exists():
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ValueError(f"--run-dir {run_dir} is a file; choose a folder (it is created if missing)")
+    if Store.holds_run(run_dir):
         raise ValueError(
             f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --run-dir"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.toml").write_text(to_toml(cfg))
     log(f"run: {run_dir}  task {task.name}  method {cfg.method}  profile {cfg.profile}")
+    log_isolation(log)
     with Store.open(run_dir) as store:
         return run_search(*build_run(cfg, store, log))
 
 
+def log_isolation(log: Callable[[str], None]) -> None:
+    """Say at the start of a run how its candidates are isolated, and what that level lacks."""
+    iso = probe()
+    log(f"sandbox: {iso.level}" + (f" ({iso.note})" if iso.note else ""))
+
+
+def read_config(path: Path) -> SearchConfig:
+    """The resolved config a run wrote; errors name the file and what to do."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: not a readable config ({e}); restore it or start a new run") from None
+    try:
+        return SearchConfig.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{path}: {where}: {first['msg']}; fix that field or start a new run") from None
+
+
 def resume_run(run_dir: Path, log: Callable[[str], None] = print) -> dict:
     path = run_dir / "config.toml"
-    if not (run_dir / "arts.db").exists() or not path.exists():
+    if not run_dir.is_dir() or not path.is_file():
         raise ValueError(
-            f"{run_dir} holds no run (no arts.db/config.toml); start one with `arts search TASK --run-dir {run_dir}`"
+            f"{run_dir} holds no run (no config.toml); start one with `arts search TASK --run-dir {run_dir}`"
         )
-    cfg = SearchConfig.model_validate(tomllib.loads(path.read_text()))
-    log(f"resume: {run_dir}")
-    with Store.open(run_dir, create=False) as store:
+    cfg = read_config(path)
+    if Store.holds_run(run_dir):
+        log(f"resume: {run_dir}")
+    else:  # killed before the store's first commit: nothing was done yet, so the run starts from its config
+        log(f"resume: {run_dir} has no committed state yet; starting the run from its config.toml")
+    log_isolation(log)
+    with Store.open(run_dir, create=True) as store:
         return run_search(*build_run(cfg, store, log))

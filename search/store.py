@@ -154,6 +154,8 @@ class Store:
         db = run_dir / "arts.db"
         if not create and not db.exists():
             raise StoreError(f"no run store at {db}; check the run directory, or start a new run")
+        if run_dir.exists() and not run_dir.is_dir():
+            raise StoreError(f"the run directory {run_dir} is a file; choose a folder for --run-dir")
         run_dir.mkdir(parents=True, exist_ok=True)
         fd = _lock(run_dir)
         try:
@@ -162,6 +164,11 @@ class Store:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
                 _prepare(conn, db, create)
+            except sqlite3.DatabaseError as e:
+                conn.close()
+                raise StoreError(
+                    f"{db} is not an arts run store ({e}); choose another --run-dir or move the file away"
+                ) from None
             except BaseException:
                 conn.close()
                 raise
@@ -169,6 +176,24 @@ class Store:
             _unlock(fd)
             raise
         return cls(run_dir, conn, fd)
+
+    @staticmethod
+    def holds_run(run_dir: Path | str) -> bool:
+        """Whether run_dir holds a run whose schema was committed. An arts.db that a kill left before its
+        first commit (no tables) holds none: a new run may start there."""
+        db = Path(run_dir) / "arts.db"
+        if not db.is_file():
+            return False
+        try:
+            conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error:
+            return True  # something is there: let Store.open say what
+        try:
+            return bool(conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone())
+        except sqlite3.DatabaseError:
+            return True  # not SQLite: Store.open will say so
+        finally:
+            conn.close()
 
     @classmethod
     def open_readonly(cls, run_dir: Path | str) -> Store:

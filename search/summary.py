@@ -1,20 +1,47 @@
 """The end of a run: the answer node re-scored on the hidden test split, `best/`, `summary.json`, the report.
 
 The answer is the best node; on an answer-kind task (no score during the search) it is the best-supported
-node. Every number in the summary comes from the store or from the final test evaluation.
+node. Every number in the summary comes from the store or from the final test evaluation, which runs once
+per answer: resuming a finished run reuses the stored test result instead of grading the hidden split
+again. `best/` and `summary.json` are rebuilt from the store each time, each replaced in one rename, so a
+kill while they are written leaves the old ones or none, never a mix.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections import Counter
+from pathlib import Path
 
 from arts.search.context import Run
 from arts.search.investigation.space import best_supported, established, unexplained
 from arts.search.methods.base import Method
 from arts.search.report import write_report
 from arts.tasks.evaluate import run_evaluation
+from arts.tasks.isolation import probe
+
+
+def isolation() -> str:
+    """The sandbox's isolation level in force, with what it lacks (`tasks.isolation.probe`)."""
+    iso = probe()
+    return iso.level + (f" ({iso.note})" if iso.note else "")
+
+
+def _write_best(run_dir: Path, files: dict[str, str]) -> None:
+    """best/ holds the answer's files: staged beside it, then swapped in by renames."""
+    for left in run_dir.glob(".best-*"):  # what a kill left half-written
+        shutil.rmtree(left, ignore_errors=True)
+    stage = Path(tempfile.mkdtemp(prefix=".best-", dir=run_dir))
+    for name, text in files.items():
+        (stage / name).parent.mkdir(parents=True, exist_ok=True)
+        (stage / name).write_text(text)
+    old = run_dir / ".best-old"
+    if (run_dir / "best").exists():
+        (run_dir / "best").rename(old)
+    stage.rename(run_dir / "best")
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def finish(run: Run, reason: str, method: Method) -> dict:
@@ -26,15 +53,15 @@ def finish(run: Run, reason: str, method: Method) -> dict:
     claims = [h for h in state.hypotheses.values() if best is not None and best.id in h.nodes]
     test_score = None
     if best is not None and task.config.test is not None:
-        res = run_evaluation(task, best.files, run_dir / "test-work", split="test")
-        test_score = res.score if res.valid else None
-        ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)
+        done = [e for e in ledger.events("test") if e.payload.get("node") == best.id]
+        if done:
+            test_score = done[-1].payload["score"] if done[-1].payload.get("valid") else None
+        else:
+            res = run_evaluation(task, best.files, run_dir / "test-work", split="test")
+            test_score = res.score if res.valid else None
+            ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)
     if best is not None:
-        shutil.rmtree(run_dir / "best", ignore_errors=True)
-        (run_dir / "best").mkdir()
-        for name, text in best.files.items():
-            (run_dir / "best" / name).parent.mkdir(parents=True, exist_ok=True)
-            (run_dir / "best" / name).write_text(text)
+        _write_best(run_dir, best.files)
     nodes = [n for n in state.nodes.values() if n.parent is not None]
     root = next((n for n in state.nodes.values() if n.parent is None), None)
     m = run.meter
@@ -69,12 +96,15 @@ def finish(run: Run, reason: str, method: Method) -> dict:
         "wall_s": round(m.wall_s, 2),
         "timing_s": {k: round(v, 2) for k, v in m.timing.items()},
         "stopped_because": reason,
+        "isolation": isolation(),
         "updates": {
             "count": len(ledger.events("update")),
             "steps": [e.payload for e in ledger.events("update")],
         },
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    tmp = run_dir / ".summary.json.tmp"
+    tmp.write_text(json.dumps(summary, indent=2))
+    tmp.replace(run_dir / "summary.json")
     ledger.event("finish", **summary)
     write_report(run_dir, state)
     run.log(f"report: {run_dir / 'report.html'}")

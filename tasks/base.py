@@ -53,16 +53,21 @@ class MetricConfig(_Strict):
     """Where the reference numbers come from (free text, shown by `arts tasks show`)."""
 
 
+MAX_TIMEOUT_S = 7 * 24 * 3600
+MAX_MEMORY_MB = 1 << 20
+
+
 class CommandConfig(_Strict):
     command: list[str] = Field(min_length=1)
     """argv run inside the node's working copy; it must write `result.json`."""
-    timeout_s: float = Field(60.0, gt=0)
-    """Wall-clock limit; the whole process group is killed past it."""
-    memory_mb: int = Field(2048, gt=0)
-    """Address-space limit of each process, in MiB."""
-    max_procs: int = Field(64, gt=0)
+    timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    """Wall-clock limit (at most a week); the whole process tree is killed past it."""
+    memory_mb: int = Field(2048, gt=0, le=MAX_MEMORY_MB)
+    """Memory limit in MiB (at most 1 TiB): over the whole process tree where a memory cgroup is available,
+    else per process."""
+    max_procs: int = Field(64, gt=0, le=100_000)
     """How many processes the evaluation may run at once."""
-    threads: int = Field(1, gt=0)
+    threads: int = Field(1, gt=0, le=1024)
     """OMP/MKL/OpenBLAS thread count given to the evaluation."""
 
 
@@ -92,6 +97,9 @@ class TaskConfig(_Strict):
     """`optimize`: a program scored by an evaluator; `answer`: a deliverable graded only at the end."""
     editable: list[str] = Field(min_length=1)
     """Files the executor may write (the program under search)."""
+    seedless: bool = False
+    """True when an optimize task ships no seed program: its first nodes are drafts. Without it, every
+    editable file must exist in the task directory (a missing one is a typo, not a seedless task)."""
     material: list[str] = []
     """Read-only case material (files or folders ending in `/`), visible to scientist and executor."""
     hidden: list[str] = []
@@ -283,7 +291,9 @@ def load_task(path: str | Path) -> Task:
             f"{toml_path}: missing; a task directory needs a task.toml (see DESIGN.md, 'The task contract')"
         )
     try:
-        raw = tomllib.loads(toml_path.read_text())
+        raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as e:
+        raise TaskError(f"{toml_path}: not UTF-8 text (byte {e.start}); save it as UTF-8") from None
     except tomllib.TOMLDecodeError as e:
         raise TaskError(f"{toml_path}: not valid TOML ({e}); fix the syntax at that line") from None
     try:
@@ -294,6 +304,16 @@ def load_task(path: str | Path) -> Task:
     if not (root / config.statement).is_file():
         problems.append(
             f"  field 'statement': file {config.statement!r} not found in {root}; create it or fix the name"
+        )
+    for key, names in (("statement", [config.statement]), ("editable", config.editable)):
+        for name in names:
+            if (root / name).is_file() and (why := _not_utf8(root / name)):
+                problems.append(f"  field '{key}': {name!r} is not UTF-8 text ({why}); save it as UTF-8")
+    missing = [e for e in config.editable if not (root / e).is_file()]
+    if config.kind == "optimize" and missing and not config.seedless:
+        problems.append(
+            f"  field 'editable': {', '.join(map(repr, missing))} not found in {root}; create the seed "
+            "program, fix the name, or set seedless = true if the search starts from nothing"
         )
     for key in ("material", "hidden"):
         for entry in getattr(config, key):
@@ -321,6 +341,14 @@ def load_task(path: str | Path) -> Task:
     if problems:
         raise TaskError("\n".join([f"{toml_path}: {len(problems)} problem(s)", *problems]))
     return Task(root, config)
+
+
+def _not_utf8(path: Path) -> str:
+    try:
+        path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        return f"byte {e.start}"
+    return ""
 
 
 def _schema_problems(root: Path, rel: str) -> list[str]:

@@ -338,7 +338,7 @@ def test_report_is_written_with_the_curve_and_every_node(tmp_path, rules):
     cfg = SearchConfig(task=str(make_task(tmp_path / "task")), method="mutate", group=2, budget={"evals": 3})
     summary = start_run(cfg, tmp_path / "run", log=lambda line: None)
     page = (tmp_path / "run" / "report.html").read_text()
-    assert "<svg" in page and "best-so-far" in page
+    assert "<svg" in page and "best so far" in page
     assert page.count("<tr><td>") == summary["nodes"] + 1
 
 

@@ -89,6 +89,8 @@ def mutate_round(run: Run) -> None:
                     files = apply_edit(parent.files, action)
                 except EditError:
                     continue
+                if run.lab.known_programs()(files):  # draw again rather than spend a node on a rerun
+                    continue
                 node.files, node.hypothesis, node.axis = files, action.model_dump_json()[:140], "mutation"
                 node.transcript = [{"action": action.model_dump()}]
                 return run.lab.score(node, run.lab.evaluate(files, workdir))

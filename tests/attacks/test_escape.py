@@ -69,7 +69,7 @@ def test_fifo_planted_as_stdout_does_not_hang_the_harness(task):
 
 
 def test_escape_sequences_and_nul_bytes_reach_no_terminal(task):
-    hostile = "\\x1b]0;pwned\\x07\\x1b[2J\\x00\\x9b31m"
+    hostile = "\x1b]0;pwned\x07\x1b[2J\x00\x9b31m"
     res = attack(task, f"open('note.txt', 'w').write({hostile!r})")  # the evaluator's message
     assert "\\x1b" in res.message
     for text in (res.reason, res.message):
