@@ -285,38 +285,35 @@ def _load_run(run_dir: str) -> tuple[Any, SearchConfig | None, str | None]:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from arts.training.export import RunInfo, export
+    from arts.search.exports import run_info
+    from arts.training.export import export
 
-    state, cfg, model = _load_run(args.run_dir)
-    best = state.best()
-    rollout = state.rollouts.get(best.rollout) if best and best.rollout else None
-    info = RunInfo(
-        task=Path(cfg.task).name if cfg else "unknown", model=model,
-        reward=cfg.ttt.reward.model_dump_json(exclude_none=True) if cfg else "",
-        updates=[e.payload for e in state.events.values() if e.kind == "update"],
-        best_node=best.id if best else None, best_score=best.raw_score if best else None,
-        best_adapter=rollout.adapter if rollout else None,
-    )  # fmt: skip
+    state, cfg, _ = _load_run(args.run_dir)
+    info = run_info(state, cfg, Path(args.run_dir)).model_copy(update={"base_model": args.base_model})
     print(export(Path(args.run_dir), Path(args.out), args.adapter, args.merge, info))
     return 0
 
 
 def cmd_rollouts_export(args: argparse.Namespace) -> int:
-    from arts.training.offline import export_rollouts, rollout_records
+    from arts.search.exports import rollout_rows
+    from arts.training.offline import export_rollouts
 
-    state, _, model = _load_run(args.run_dir)
-    records = rollout_records([r.model_dump() for r in state.rollouts.values()], args.run_dir, model)
-    print(f"{export_rollouts(records, Path(args.out))}: {len(records)} rewarded rollouts")
+    state, cfg, _ = _load_run(args.run_dir)
+    records = rollout_rows(state, args.run_dir, cfg)
+    computed = sum(r["reward_source"] == "computed" for r in records)
+    note = f" ({computed} rewarded at export by the run's reward config)" if computed else ""
+    print(f"{export_rollouts(records, Path(args.out), args.format)}: {len(records)} rewarded rollouts{note}")
     return 0
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from arts.training.offline import OfflineConfig, rollout_records, train
+    from arts.search.exports import rollout_rows
+    from arts.training.offline import OfflineConfig, train
 
     records = []
     for run_dir in args.runs:
-        state, _, model = _load_run(run_dir)
-        records += rollout_records([r.model_dump() for r in state.rollouts.values()], run_dir, model)
+        state, cfg, _ = _load_run(run_dir)
+        records += rollout_rows(state, run_dir, cfg)
     print(train(records, Path(args.out), OfflineConfig(method=args.method, steps=args.steps), args.model))
     return 0
 
@@ -441,13 +438,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--out", required=True)
     ex.add_argument("--adapter", default="latest", help="latest | best | K (the checkpoint adapters/K)")
     ex.add_argument("--merge", action="store_true", help="fold the adapter into the base model")
+    ex.add_argument(
+        "--base-model",
+        metavar="HUB_ID",
+        help="the base model's Hub id to record (default: found from the run)",
+    )
     ex.set_defaults(fn=cmd_export)
     ro = sub.add_parser("rollouts", help="a run's rewarded rollouts").add_subparsers(
         dest="rollouts_cmd", required=True
     )
-    rx = ro.add_parser("export", help="save them as a `datasets` dataset")
+    rx = ro.add_parser("export", help="save them as parquet or JSON lines that datasets.load_dataset reads")
     rx.add_argument("run_dir")
-    rx.add_argument("--out", required=True)
+    rx.add_argument("--out", required=True, help="a new folder: the data file and a dataset card")
+    rx.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
     rx.set_defaults(fn=cmd_rollouts_export)
     tr = sub.add_parser("train", help="train an adapter offline on runs' rollouts (TRL SFT or DPO)")
     tr.add_argument("--from", dest="runs", nargs="+", required=True, metavar="RUN_DIR")

@@ -124,9 +124,9 @@ def test_exported_adapter_gives_the_same_logits_in_a_fresh_process(run_dir, tiny
     expected = adapter_logits(tiny_backend)
     assert torch.equal(fresh_logits(out, False, tmp_path), expected)
     card = (out / "README.md").read_text()
-    assert (
-        "task toy" in card and "adapters/1" in card and str(tiny_backend.path) in card and "| 1 | 1 |" in card
-    )
+    assert "task: toy" in card and "adapters/1" in card and "| 1 | 1 | 0.500 | 0.1000 |" in card
+    assert f"base model: `{tiny_backend.path}`; trained on the local model folder" in card
+    assert "--base-model HUB_ID" in card  # a local base is named as such, with the way to fix it
     config = json.loads((out / "adapter_config.json").read_text())
     assert config["peft_type"] == "LORA" and not config.get("modules_to_save")
     from safetensors.torch import load_file
@@ -155,13 +155,40 @@ def test_export_resolves_adapters_and_refuses_clearly(run_dir, tmp_path):
         export(run_dir, tmp_path / "zero", "1")
 
 
-def test_rollouts_export_as_a_dataset_and_pairs_within_groups(run_dir, tmp_path):
-    from datasets import load_from_disk
+def test_the_embedded_base_is_exported_under_its_published_name(run_dir, tmp_path):
+    from arts.training.export import PUBLISHED_EMBEDDED, published_base
 
-    assert main(["rollouts", "export", str(run_dir), "--out", str(tmp_path / "data")]) == 0
-    data = load_from_disk(str(tmp_path / "data"))
-    assert len(data) == 8 and data[0]["prompt"] == PROMPT and data[0]["action"].startswith('{"parent": 1, ')
-    records = data.to_list()
+    converted = tmp_path / "smollm2-135m-instruct"  # what policy.backends.weights leaves in its cache
+    converted.mkdir()
+    (converted / "arts-source.json").write_text('{"gguf": "SmolLM2-135M-Instruct.Q4_1.gguf", "bytes": 1}')
+    base, weights = published_base(str(converted))
+    assert base == PUBLISHED_EMBEDDED == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert "Q4_1" in weights and "dequantised" in weights
+    out = tmp_path / "named"
+    argv = ["export", str(run_dir), "--out", str(out), "--base-model", "org/tiny-model"]
+    assert main(argv) == 0
+    assert (
+        json.loads((out / "adapter_config.json").read_text())["base_model_name_or_path"] == "org/tiny-model"
+    )
+    card = (out / "README.md").read_text()
+    assert card.startswith("---\nbase_model: org/tiny-model\n") and "best score 6" in card
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "jsonl"])
+def test_rollouts_export_loads_with_load_dataset_in_trl_columns(run_dir, tmp_path, fmt):
+    from datasets import load_dataset
+
+    out = tmp_path / "data"
+    assert main(["rollouts", "export", str(run_dir), "--out", str(out), "--format", fmt]) == 0
+    data = load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))
+    assert data.column_names[:3] == ["prompt", "completion", "reward"]
+    assert {"run", "round", "group", "node", "adapter"} <= set(data.column_names)
+    row = data[0]
+    assert row["prompt"] == PROMPT and row["completion"][0]["role"] == "assistant"
+    assert row["completion"][0]["content"].startswith('{"parent": 1, ') and row["reward_source"] == "ttt"
+    from arts.training.offline import load_records
+
+    records = load_records([str(out)])
     assert len(sft_rows(records)) == 4
     pairs = dpo_rows(records)
     assert len(pairs) == 8  # per group: 2 rewarded x 2 unrewarded
@@ -185,3 +212,28 @@ def test_offline_training_refuses_runs_without_signal():
     )
     with pytest.raises(ValueError, match="nothing to train on"):
         train(records, Path("unused"), OfflineConfig(method="dpo"))
+
+
+def test_a_run_without_ttt_exports_rewards_from_its_node_scores(run_dir, tmp_path, capsys):
+    """Rewards are computed as TTT would have: each group against the valid scores before it."""
+    with Store.open(run_dir, create=False) as store:
+        for r in store.all(Rollout):
+            store.update(r.model_copy(update={"reward": None}))
+        broken = store.get(Node, store.get(Rollout, 2).node)
+        store.update(broken.model_copy(update={"status": "invalid", "score": None, "raw_score": None}))
+    out = tmp_path / "plain"
+    assert main(["rollouts", "export", str(run_dir), "--out", str(out)]) == 0
+    assert "8 rewarded rollouts (8 rewarded at export" in capsys.readouterr().out
+    from datasets import load_dataset
+
+    data = load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))  # a fresh cache
+    assert set(data["reward_source"]) == {"computed"}
+    # each valid score beats the 70th percentile of every score before its group; the invalid node gets 0
+    assert list(data["reward"]) == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+
+
+def test_a_baseline_run_has_no_rollouts_and_says_why(tmp_path, capsys):
+    with Store.open(tmp_path / "run") as store:
+        store.add(Node(status="seed", score=1.0, raw_score=1.0))
+    assert main(["rollouts", "export", str(tmp_path / "run"), "--out", str(tmp_path / "d")]) == 2
+    assert "mutate or greedy proposes none" in capsys.readouterr().err

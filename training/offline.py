@@ -1,7 +1,10 @@
 """Offline training on a run's rollouts: export them as a dataset, train an adapter with TRL.
 
-`arts rollouts export` writes one record per rewarded rollout (state prompt, action, reward, group) as a
-`datasets` dataset (`save_to_disk`). `arts train` trains a LoRA adapter on records from one or more
+`arts rollouts export` writes one row per rewarded rollout as a parquet (or JSON lines) file with a dataset
+card, in TRL's conversational prompt-completion layout: `prompt` (the state as chat messages),
+`completion` (the action as one assistant message), `reward`, and where it came from (`run`, `round`,
+`group`, `node`, `adapter`, `model`, `reward_source`). `datasets.load_dataset(OUT)` reads the folder, and
+TRL's trainers take it without a `map`. `arts train` trains a LoRA adapter on records from one or more
 runs with TRL: SFT on the rewarded actions (`SFTTrainer`, prompt-completion, loss on the action only)
 or DPO on pairs formed inside each group, a rewarded and an unrewarded action drawn from the same state
 (`DPOTrainer`; with a peft config its reference model is the base with the adapter disabled, no copy).
@@ -9,8 +12,8 @@ Actions are trained in the form the grammar emits (`training.logprobs.grammar_te
 adapter keeps writing what constrained decoding accepts.
 
 Records reach this module as plain dicts: the run store belongs to `search`, which `training` does not
-import. `main` reads saved datasets, so multi-GPU training (`accelerate launch -m arts.training.offline`)
-needs no store at all. Deliberately small: CPU-friendly defaults, a few steps, no evaluation split.
+import. `main` reads exported folders, so multi-GPU training (`accelerate launch -m
+arts.training.offline`) needs no store at all. Deliberately small: CPU-friendly defaults, a few steps, no evaluation split.
 """
 
 from __future__ import annotations
@@ -27,7 +30,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.training.logprobs import grammar_text
 
-RECORD_FIELDS = ("run", "round", "group", "prompt", "action", "reward", "node", "adapter", "model")
+COLUMNS = (
+    "prompt",
+    "completion",
+    "reward",
+    "run",
+    "round",
+    "group",
+    "node",
+    "adapter",
+    "model",
+    "reward_source",
+)
+"""The exported columns, TRL's first; `reward_source` says whether TTT rewarded the action during the
+search ("ttt") or the export computed it from node scores by the run's reward config ("computed")."""
+FORMATS = {"parquet": "rollouts.parquet", "jsonl": "rollouts.jsonl"}
 
 
 class OfflineConfig(BaseModel):
@@ -53,33 +70,81 @@ class OfflineConfig(BaseModel):
     seed: int = 0
 
 
-def rollout_records(rollouts: list[dict[str, Any]], run: str, model: str | None) -> list[dict[str, Any]]:
-    """Dataset records from stored rollouts (dumped dicts): rewarded ones only, actions in grammar form."""
+def rollout_records(
+    rollouts: list[dict[str, Any]], run: str, model: str | None, computed: dict[int, float] | None = None
+) -> list[dict[str, Any]]:
+    """Records from stored rollouts (dumped dicts): those with a reward (stored, or `computed` by rollout
+    id for a run without TTT), actions in grammar form as `action` and as TRL's `completion`."""
     out = []
     for r in rollouts:
-        if r.get("reward") is None or not r.get("action"):
+        reward, source = r.get("reward"), "ttt"
+        if reward is None and computed and r.get("id") in computed:
+            reward, source = computed[r["id"]], "computed"
+        if reward is None or not r.get("action"):
             continue
         prompt = [{"role": m["role"], "content": m["content"]} for m in r["prompt"]]
+        action = grammar_text(r["action"])
         out.append(
             {
-                "run": run, "round": r["round"], "group": r["group"], "prompt": prompt,
-                "action": grammar_text(r["action"]), "reward": float(r["reward"]), "node": r.get("node"),
-                "adapter": r.get("adapter"), "model": model,
+                "prompt": prompt, "completion": [{"role": "assistant", "content": action}], "action": action,
+                "reward": float(reward), "run": run, "round": r["round"], "group": r["group"],
+                "node": r.get("node"), "adapter": r.get("adapter"), "model": model, "reward_source": source,
             }
         )  # fmt: skip
     return out
 
 
-def export_rollouts(records: list[dict[str, Any]], out: Path) -> Path:
-    """Save records as a `datasets` dataset at `out` (load it back with `datasets.load_from_disk`)."""
+def export_rollouts(records: list[dict[str, Any]], out: Path, fmt: str = "parquet", card: str = "") -> Path:
+    """Write records as OUT/rollouts.parquet (or .jsonl) with a README.md dataset card; returns the file.
+    `datasets.load_dataset(str(OUT))` reads it back."""
     from datasets import Dataset
 
+    if fmt not in FORMATS:
+        raise ValueError(f"format {fmt!r}: give one of {', '.join(FORMATS)}")
     if not records:
         raise ValueError(
-            "no rewarded rollouts to export; was the search run with --ttt (which stores rewards)?"
+            "no rollouts to export: the run made no scored model actions (a baseline such as mutate or "
+            "greedy proposes none; an arts run has some once its first round has scored a node)"
         )
-    Dataset.from_list([{k: rec.get(k) for k in RECORD_FIELDS} for rec in records]).save_to_disk(str(out))
-    return out
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"{out} exists and is not empty; choose another --out or remove it")
+    out.mkdir(parents=True, exist_ok=True)
+    data = Dataset.from_list([{k: rec.get(k) for k in COLUMNS} for rec in records])
+    path = out / FORMATS[fmt]
+    if fmt == "parquet":
+        data.to_parquet(str(path))
+    else:
+        data.to_json(str(path), lines=True)
+    (out / "README.md").write_text(dataset_card(len(records), FORMATS[fmt], card))
+    return path
+
+
+def dataset_card(rows: int, file: str, extra: str = "") -> str:
+    """README.md of an exported folder: the data file (so `load_dataset(folder)` finds it) and the columns."""
+    return (
+        f"---\nconfigs:\n- config_name: default\n  data_files: {file}\ntags: [arts, rollouts, trl]\n---\n"
+        f"# arts rollouts\n\n{rows} rewarded actions of an arts scientist, one row each, in TRL's"
+        " conversational prompt-completion layout:\n\n"
+        "```python\nfrom datasets import load_dataset\nds = load_dataset('path/to/this/folder', split='train')\n```\n\n"
+        "Columns: `prompt` (the search state as chat messages), `completion` (the action, one assistant"
+        " message, as the grammar emitted it), `reward`, `run`, `round`, `group` (actions drawn from one"
+        " state: GRPO's group), `node` (the experiment it produced), `adapter` (the LoRA checkpoint that"
+        " sampled it; empty: the base model), `model`, `reward_source` (`ttt`: rewarded during the search;"
+        " `computed`: from node scores by the run's reward config at export).\n\n" + extra
+    )
+
+
+def load_records(folders: list[str]) -> list[dict[str, Any]]:
+    """Records from folders written by `export_rollouts`, read with `datasets.load_dataset`."""
+    from datasets import load_dataset
+
+    records = []
+    for folder in folders:
+        # rebuilt every time: datasets' cache can take a re-exported folder for the one it read before
+        rows = load_dataset(str(folder), split="train", download_mode="force_redownload").to_list()
+        records += [{**r, "action": r["completion"][0]["content"]} for r in rows]
+    return records
 
 
 def sft_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -182,9 +247,7 @@ def train(records: list[dict[str, Any]], out: Path, config: OfflineConfig, model
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Train from datasets written by `arts rollouts export` (the multi-GPU entry point)."""
-    from datasets import concatenate_datasets, load_from_disk
-
+    """Train from folders written by `arts rollouts export` (the multi-GPU entry point)."""
     p = argparse.ArgumentParser(prog="python -m arts.training.offline", description=main.__doc__)
     p.add_argument("--data", nargs="+", required=True, help="dataset folders from `arts rollouts export`")
     p.add_argument("--out", required=True)
@@ -195,8 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--gradient-checkpointing", action="store_true")
     args = p.parse_args(argv)
     config = OfflineConfig(**{k: getattr(args, k) for k in OfflineConfig.model_fields})
-    data = concatenate_datasets([load_from_disk(d) for d in args.data])
-    train(data.to_list(), Path(args.out), config, args.model)
+    train(load_records(args.data), Path(args.out), config, args.model)
     return 0
 
 

@@ -1,0 +1,78 @@
+"""What `arts export` and `arts rollouts export` need from a run's store, handed to `training` as plain data.
+
+`training` does not import `search` (the store is search's), so the facts travel as `RunInfo` and as
+record dicts. A run without test-time training stored its actions but never rewarded them; their
+rewards are computed here from the node scores by the run's configured reward, exactly as TTT would
+have (`search.learning`: each group against the valid scores before it, with the parents' scores), and
+marked `computed` in the export.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arts.search.state import Rollout, SearchState
+
+if TYPE_CHECKING:
+    from arts.rewards import RewardConfig
+    from arts.search.config import SearchConfig
+    from arts.training.export import RunInfo
+
+
+def computed_rewards(state: SearchState, reward: RewardConfig) -> dict[int, float]:
+    """rollout id → reward, for the rollouts without one whose node finished (valid or invalid)."""
+    from arts.rewards import group_rewards
+
+    groups: dict[int, list[Rollout]] = defaultdict(list)
+    for r in state.rollouts.values():
+        node = state.nodes.get(r.node) if r.node is not None else None
+        if r.reward is None and node is not None and node.status in ("valid", "invalid"):
+            if not node.reason.startswith("interrupted"):
+                groups[r.group].append(r)
+    out: dict[int, float] = {}
+    for _, rollouts in sorted(groups.items()):
+        nodes = [state.nodes[r.node] for r in rollouts if r.node is not None]
+        first = min(n.id for n in nodes)
+        history = [
+            n.score for n in state.nodes.values()
+            if n.id < first and n.status in ("seed", "valid") and n.score is not None
+        ]  # fmt: skip
+        parents = [state.nodes[n.parent].score if n.parent in state.nodes else None for n in nodes]
+        scores = [n.score if n.status == "valid" else None for n in nodes]
+        values = group_rewards(scores, history, parent_scores=parents, config=reward)
+        out.update({r.id: v for r, v in zip(rollouts, values)})
+    return out
+
+
+def rollout_rows(state: SearchState, run_dir: str, cfg: SearchConfig | None) -> list[dict[str, Any]]:
+    """Export records of a run: stored rewards, else rewards computed by the run's reward config."""
+    from arts.rewards import RewardConfig
+    from arts.training.offline import rollout_records
+
+    reward = cfg.ttt.reward if cfg else RewardConfig()
+    model = cfg.scientist_model.model if cfg else None
+    rollouts = [r.model_dump() for r in sorted(state.rollouts.values(), key=lambda r: r.id)]
+    return rollout_records(rollouts, run_dir, model, computed_rewards(state, reward))
+
+
+def run_info(state: SearchState, cfg: SearchConfig | None, run_dir: Path) -> RunInfo:
+    """The facts an exported adapter's card states: task, model, reward, updates, best node, benchmark."""
+    import json
+
+    from arts.training.export import RunInfo
+
+    best = state.best()
+    rollout = state.rollouts.get(best.rollout) if best and best.rollout else None
+    summary = run_dir / "summary.json"
+    figures = json.loads(summary.read_text()) if summary.is_file() else {}
+    return RunInfo(
+        task=Path(cfg.task).name if cfg else "unknown", model=cfg.scientist_model.model if cfg else None,
+        reward=cfg.ttt.reward.model_dump_json(exclude_none=True) if cfg else "",
+        updates=[e.payload for e in sorted(state.events.values(), key=lambda e: e.id) if e.kind == "update"],
+        best_node=best.id if best else None, best_score=best.raw_score if best else None,
+        best_adapter=rollout.adapter if rollout else None,
+        baseline=figures.get("baseline"), test_score=(figures.get("best") or {}).get("test_score"),
+        evals=figures.get("evals"), method=cfg.method if cfg else None,
+    )  # fmt: skip
