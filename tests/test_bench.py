@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from arts.search.bench.cli import add_parser, cmd_bench, config_from
-from arts.search.bench.plan import parse_seeds, plan
+from arts.search.bench.plan import BenchConfig, parse_seeds, plan
 from arts.search.bench.results import active_clock, learning
 from arts.search.state import Event, Rollout, SearchState
 from tests.test_search import make_task
@@ -209,3 +209,35 @@ def test_a_run_that_crashes_is_reported_failed_and_the_bench_goes_on(tmp_path, m
     text = (out / "summary.md").read_text()
     assert "## Failed runs" in text and "cannot load" in text and "| mutate | 1 |" in text
     assert "1 run(s) failed" in capsys.readouterr().out
+
+
+def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_shows_learning(tmp_path):
+    from arts.search.bench.report import write_report
+    from arts.search.bench.results import RunResult
+    from arts.tasks.base import resolve_task
+
+    root = make_task(tmp_path / "task")
+    toml = (root / "task.toml").read_text().replace('"maximize"', '"minimize"\nbest_known = 0.0')
+    (root / "task.toml").write_text(toml)
+    task = resolve_task(str(root))
+    cfg = BenchConfig(tasks=[str(root)], methods=["arts", "arts-ttt"], seeds=[0, 1], out=tmp_path / "b")
+    cfg.out.mkdir()
+
+    def run(method: str, seed: int, best: float) -> RunResult:
+        row = {"task": task.name, "method": method, "seed": seed, "status": "finished", "best": best}
+        row |= {"test_score": None, "baseline": 4.0, "evaluations": 3, "tokens": 10, "seconds": 1.0}
+        curve = [(0, 0.0, 4.0), (3, 1.0, best)]
+        ups = [{"update": 1, "round": 1, "applied": True, "mean_reward": 0.5, "rewarded_fraction": 0.5,
+                "entropy_targets": 1.0, "entropy_parents": 0.0, "kl": None, "loss": 0.1}]  # fmt: skip
+        return RunResult(row | {"updates": len(ups)}, curve, ups if method == "arts-ttt" else [])
+
+    results = [run("arts", 0, 3.0), run("arts", 1, 2.0), run("arts-ttt", 0, 1.0), run("arts-ttt", 1, 1.0)]
+    write_report(cfg, {str(root): task}, results, log=lambda line: None)
+    runs = pd.read_parquet(cfg.out / "runs.parquet")
+    # seed 4 = 0 and best known 0 = 1, lower is better: 3 -> 0.25, 2 -> 0.5, 1 -> 0.75
+    assert list(runs.normalised) == [0.25, 0.5, 0.75, 0.75]
+    text = (cfg.out / "summary.md").read_text()
+    assert "minimize; seed 4 (measured) = 0, reference 0 (best known) = 1." in text
+    assert "| arts-ttt − arts | 1 | 0.375 [0.250, 0.500] |" in text  # 0.75 - {0.25, 0.375, 0.5}
+    assert "## Learning (test-time training)" in text and "](learning.png)" in text
+    assert len(pd.read_csv(cfg.out / "updates.csv")) == 2 and (cfg.out / "learning.png").exists()

@@ -95,9 +95,13 @@ PANELS = [
 ]
 
 
+def _value(y: Any) -> float:
+    return float(y) if isinstance(y, (int, float)) and not math.isnan(y) else np.nan
+
+
 def learning(updates: list[dict[str, Any]], out: Path) -> Path:
     """`learning.png`: per update, the reward, the rewarded fraction, the proposals' entropies, the KL and
-    the loss, one line per TTT run (colour by task)."""
+    the loss, one line per TTT run (colour by task), against the round each update came after."""
     fig = Figure(figsize=(12, 6.5))
     axes = fig.subplots(2, 3).ravel()
     tasks = list(dict.fromkeys(u["task"] for u in updates))
@@ -107,15 +111,17 @@ def learning(updates: list[dict[str, Any]], out: Path) -> Path:
     for ax, (key, title) in zip(axes, PANELS):
         shown = set()
         for (task, *_), us in runs.items():
-            ys = [u.get(key) for u in us]
-            ys = [y if isinstance(y, (int, float)) and not math.isnan(y) else np.nan for y in ys]
+            ys = [_value(u.get(key)) for u in us]
             if all(np.isnan(ys)):
                 continue
             color = COLORS[tasks.index(task) % len(COLORS)]
-            label = task if task not in shown else None
+            xs = [u["round"] for u in us]
+            ax.plot(xs, ys, color=color, alpha=0.6, label=None if task in shown else task)
             shown.add(task)
-            ax.plot(range(1, len(ys) + 1), ys, marker="o", ms=3, color=color, alpha=0.7, label=label)
-        ax.set(title=title, xlabel="update")
+            for x, y, u in zip(xs, ys, us):  # filled: the update was applied; hollow: skipped (no signal)
+                ax.plot([x], [y], "o", ms=4, color=color, mfc=color if u["applied"] else "white")
+        ax.set(title=title, xlabel="round of the update")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.grid(alpha=0.3)
         if shown:
             ax.legend(fontsize=7)

@@ -23,7 +23,7 @@ import pandas as pd
 
 from arts.search.bench import figures
 from arts.search.bench.metrics import Interval, iqm_ci, iqm_difference_ci, normalised_score, optimality_gap_ci
-from arts.search.bench.plan import BenchConfig
+from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
 from arts.search.bench.results import RunResult
 from arts.tasks.base import Task
 
@@ -101,6 +101,13 @@ def _mean(xs: list[Any]) -> float:
     return sum(xs) / len(xs) if xs else math.nan
 
 
+def _oriented(pair: tuple[str, str]) -> tuple[str, str]:
+    """A pair of methods in listing order, except that a variant (`arts-ttt`) comes before its base
+    (`arts`): the difference then reads as what the variant adds."""
+    a, b = pair
+    return (b, a) if METHOD_ALIASES.get(b, ("",))[0] == a else (a, b)
+
+
 def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) -> list[str]:
     kw = {"n_resamples": cfg.bootstrap_resamples, "seed": 0}
     lines = ["## Across tasks", ""]
@@ -123,7 +130,7 @@ def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) ->
         "",
     ]
     diffs = []
-    for a, b in combinations(cfg.methods, 2):
+    for a, b in map(_oriented, combinations(cfg.methods, 2)):
         sa, sb = strata(rows, a, names), strata(rows, b, names)
         both = [i for i in range(len(names)) if sa[i] and sb[i]]
         ci: Interval = iqm_difference_ci([sa[i] for i in both], [sb[i] for i in both], **kw)
@@ -172,7 +179,8 @@ def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     ]  # fmt: skip
     header = ["task", "method", "seed", "update", "round", "applied", "mean reward", "rewarded"]
     lines = ["## Learning (test-time training)", "", "Per update, over the rounds since the previous one; "]
-    lines[-1] += "entropies in bits over the candidates proposed; KL only where the run computed it."
+    lines[-1] += "entropies in bits over the candidates proposed; KL only where the run computed it. In the "
+    lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
     lines += ["", *_table([*header, "H(targets)", "H(parents)", "KL", "loss"], body)]
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
 
