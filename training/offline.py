@@ -97,8 +97,6 @@ def rollout_records(
 def export_rollouts(records: list[dict[str, Any]], out: Path, fmt: str = "parquet", card: str = "") -> Path:
     """Write records as OUT/rollouts.parquet (or .jsonl) with a README.md dataset card; returns the file.
     `datasets.load_dataset(str(OUT))` reads it back."""
-    from datasets import Dataset
-
     if fmt not in FORMATS:
         raise ValueError(f"format {fmt!r}: give one of {', '.join(FORMATS)}")
     if not records:
@@ -109,6 +107,8 @@ def export_rollouts(records: list[dict[str, Any]], out: Path, fmt: str = "parque
     out = Path(out)
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} exists and is not empty; choose another --out or remove it")
+    from datasets import Dataset
+
     out.mkdir(parents=True, exist_ok=True)
     data = Dataset.from_list([{k: rec.get(k) for k in COLUMNS} for rec in records])
     path = out / FORMATS[fmt]
