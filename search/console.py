@@ -41,11 +41,15 @@ class _PhaseLine:
     def __init__(self, console: Console):
         self.console = console
 
-    def __rich__(self) -> str:
+    def __rich__(self) -> Any:
+        from rich.text import Text
+
         c = self.console
         if not c.current:
-            return ""
-        return f"[dim]{time.time() - c.t0:6.0f}s[/]  [bold]{c.current}[/]  {time.time() - c.since:.0f}s"
+            return Text("")
+        now = time.time()
+        # a Text, not markup: a line printed with markup off re-renders this line with markup off too
+        return Text.assemble((f"{now - c.t0:6.0f}s  ", "dim"), (c.current, "bold"), f"  {now - c.since:.0f}s")
 
 
 class Console:
@@ -65,7 +69,7 @@ class Console:
             from rich.console import Console as RichConsole
             from rich.live import Live
 
-            rich_console = RichConsole(file=self.stream, highlight=False)
+            rich_console = RichConsole(file=self.stream, highlight=False, force_terminal=True)
             self._live = Live(_PhaseLine(self), console=rich_console, refresh_per_second=2, transient=True)
             self._live.start()
 

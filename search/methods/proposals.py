@@ -127,9 +127,10 @@ def run_group(
     a working hypothesis with the evidence its node produced."""
     nodes: list[Node] = []
     cands, prop = proposed.candidates, proposed.proposal
-    for idx, prob, _tail in picks:
+    for i, (idx, prob, _tail) in enumerate(picks, 1):
         if run.stop_reason(within_round=True):
             break
+        run.phase(f"execute {i}/{len(picks)}")
         c = cands[idx]
         rollout = run.ledger.add(
             Rollout(
