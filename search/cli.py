@@ -210,6 +210,7 @@ def _default_run_dir(cfg: SearchConfig) -> Path | None:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from arts.search.console import Console, quiet_libraries
+    from arts.search.trackers import Reporting
 
     quiet_libraries(args.verbose > 0)
     from arts.search.run import resume_run, start_run
@@ -218,6 +219,9 @@ def cmd_search(args: argparse.Namespace) -> int:
     try:
         if args.resume:
             console.attach(Path(args.resume))
+            if args.report_to:
+                cfg = _load(str(Path(args.resume) / "config.toml"), {})
+                console.tracking = Reporting(args.report_to, Path(args.resume), cfg.model_dump(mode="json"))
             summary = resume_run(Path(args.resume), log=console)
         else:
             overrides = _overrides(args)
@@ -228,7 +232,11 @@ def cmd_search(args: argparse.Namespace) -> int:
             run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(cfg)
             if run_dir and not (run_dir / "arts.db").exists():  # else start_run refuses: keep its log clean
                 console.attach(run_dir)
+                if args.report_to:
+                    console.tracking = Reporting(args.report_to, run_dir, cfg.model_dump(mode="json"))
             summary = start_run(cfg, run_dir, log=console)
+        if console.tracking is not None:
+            console.tracking.finish()
         best = summary["best"]
         console.result(
             f"best {_fmt(best['score'])} (node {best['node']}, test {_fmt(best['test_score'])}) vs seed "
@@ -407,6 +415,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--lora-rank", type=int, metavar="R", help="TTT: LoRA rank")
     se.add_argument("--lr", type=float, help="TTT: learning rate")
     se.add_argument("--resume", help="continue the run in this directory")
+    se.add_argument("--report-to", metavar="TRACKER",
+                    help="also send TTT and search figures to tensorboard | trackio | wandb | module:attr")  # fmt: skip
     loud = se.add_mutually_exclusive_group()
     loud.add_argument("-v", "--verbose", action="count", default=0,
                       help="also the model's free text and the libraries' progress bars")  # fmt: skip

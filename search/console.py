@@ -64,6 +64,8 @@ class Console:
         self._dir: Path | None = None
         self._pending: list[str] = []
         self._live: Any = None
+        self.tracking: Any = None
+        """`--report-to`'s `search.trackers.Reporting`, which the run's live update feeds; None: off."""
         tty = getattr(self.stream, "isatty", lambda: False)()
         if verbosity >= 0 and (tty if live is None else live):
             from rich.console import Console as RichConsole

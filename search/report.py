@@ -276,3 +276,5 @@ def live_update(run: Run) -> None:
     tmp.write_text(json.dumps(summary, indent=2))
     tmp.replace(run_dir / "summary.json")
     write_report(run_dir, state, status="running")
+    if (tracking := getattr(run.log, "tracking", None)) is not None:  # `--report-to`: see search.trackers
+        tracking.send(state, run.round)
