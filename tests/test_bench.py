@@ -99,11 +99,15 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
     ev = [
         Event(id=1, kind="rewards", payload={"group": 1, "round": 1, "rewards": [1.0, 0.0]}),
         Event(id=2, kind="rewards", payload={"group": 2, "round": 2, "rewards": [0.0, 0.0]}),
-        Event(id=3, kind="update", payload={"k": 1, "round": 2, "kl": 0.25, "loss": 0.1, "seconds": 2.0}),
+        Event(
+            id=3, kind="update", payload={"k": 1, "round": 2, "kl": 0.25, "loss": 0.1, "seconds": 2.0}, ts=40
+        ),
         Event(id=4, kind="update_skipped", payload={"round": 4, "since_round": 2, "kl": 0.0}),
     ]
+    ev += [Event(id=4 + r, kind="round_start", payload={"round": r}, ts=10 * r) for r in (1, 2)]
     state = SearchState(rollouts=rollouts, events={e.id: e for e in ev})
     first, skipped = learning(state, kl_on=True)
+    assert first["update_s"] == 2.0 and first["round_s"] == pytest.approx((40 - 10 - 2) / 2)
     assert first["update"] == 1 and first["applied"] and first["groups"] == 2
     assert first["mean_reward"] == pytest.approx(0.25)  # group means 0.5 and 0
     assert first["rewarded_fraction"] == pytest.approx(0.25)

@@ -34,7 +34,7 @@ COLUMNS = [
 
 UPDATE_COLUMNS = [
     "task", "method", "seed", "update", "round", "applied", "groups", "mean_reward", "rewarded_fraction",
-    "entropy_targets", "entropy_parents", "kl", "loss", "update_s",
+    "entropy_targets", "entropy_parents", "kl", "loss", "update_s", "round_s",
 ]  # fmt: skip
 
 
@@ -172,16 +172,18 @@ def per_task(
 
 def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     keys = ["mean_reward", "rewarded_fraction", "entropy_targets", "entropy_parents", "kl", "loss"]
+    keys += ["update_s", "round_s"]
     body = [
         [u["task"], u["method"], str(u["seed"]), str(u["update"] if u["update"] is not None else "-"),
-         str(u["round"]), "yes" if u["applied"] else "skipped", *(_fmt(u[k], 3) for k in keys)]
+         str(u["round"]), "yes" if u["applied"] else "skipped", *(_fmt(u.get(k), 3) for k in keys)]
         for u in updates
     ]  # fmt: skip
     header = ["task", "method", "seed", "update", "round", "applied", "mean reward", "rewarded"]
     lines = ["## Learning (test-time training)", "", "Per update, over the rounds since the previous one; "]
     lines[-1] += "entropies in bits over the candidates proposed; KL only where the run computed it. In the "
     lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
-    lines += ["", *_table([*header, "H(targets)", "H(parents)", "KL", "loss"], body)]
+    header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s"]
+    lines += ["", *_table(header, body)]
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
 
 

@@ -14,7 +14,8 @@ come from the store, since the summary keeps no history.
   proposals (each group's candidate list, once), the entropy in bits of the candidates' targets (the
   name a directed hypothesis changes, else the axis) and of their parent nodes, where a fall towards 0
   shows the proposals collapsing onto one move; the KL to the base only where the run computed it
-  (`ttt.grpo.kl_coef > 0`; the update's `kl` is 0 otherwise, which would read as "no drift").
+  (`ttt.grpo.kl_coef > 0`; the update's `kl` is 0 otherwise, which would read as "no drift"); and the
+  update's seconds beside the mean seconds of the window's rounds.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from arts.search.bench.plan import SESSIONS_FILE, Job
-from arts.search.state import SearchState
+from arts.search.state import Node, SearchState
 from arts.search.store import Store, StoreError
 
 if sys.version_info >= (3, 11):
@@ -72,8 +73,8 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
             state = store.load_state()
     except StoreError as e:  # e.g. someone continued the run by hand: the row stands without its history
         return RunResult(row | {"error": f"store not read: {e}"})
-    kl_on = _kl_coef(job.run_dir) > 0
-    return RunResult(row, curve(state, _sessions(job.run_dir)), learning(state, kl_on))
+    kl_on, starts = _kl_coef(job.run_dir) > 0, _sessions(job.run_dir)
+    return RunResult(row, curve(state, starts), learning(state, kl_on, run_clock(state, starts)))
 
 
 def _sessions(run_dir: Path) -> list[float]:
@@ -104,17 +105,27 @@ def active_clock(stamps: Sequence[float], starts: Sequence[float]) -> Callable[[
     return clock
 
 
+def _end(node: Node) -> float:
+    return node.created + node.exec_s + node.eval_s  # exec_s is the node's time less its evaluations
+
+
+def run_clock(state: SearchState, starts: Sequence[float] = ()) -> Callable[[float], float]:
+    """The run's `active_clock`, from every time the store records (events, node starts and ends)."""
+    stamps = [e.ts for e in state.events.values()]
+    stamps += [t for n in state.nodes.values() for t in (n.created, _end(n))]
+    return active_clock(stamps, starts)
+
+
 def curve(state: SearchState, starts: Sequence[float] = ()) -> list[tuple[int, float, float | None]]:
     """Best score so far after each experiment, against evaluations and seconds (module docstring)."""
     nodes = sorted(state.nodes.values(), key=lambda n: n.id)
+    if not nodes:
+        return []
     root = next((n for n in nodes if n.parent is None), None)
     done = [n for n in nodes if n.parent is not None]
     evals = sorted(e.ts for e in state.events.values() if e.kind == "eval")
-    ends = [n.created + n.exec_s + n.eval_s for n in done]
-    stamps = [e.ts for e in state.events.values()] + [n.created for n in nodes] + ends
-    if not stamps:
-        return []
-    clock = active_clock(stamps, starts)
+    ends = [_end(n) for n in done]
+    clock = run_clock(state, starts)
     best = root if root is not None and root.score is not None else None
     points = [(0, 0.0, best.raw_score if best else None)]
     for i, n in enumerate(done):
@@ -143,9 +154,15 @@ def _target(candidate: dict[str, Any]) -> str:
     return found[1] if found else str(candidate.get("axis", ""))
 
 
-def learning(state: SearchState, kl_on: bool) -> list[dict[str, Any]]:
-    """Per TTT update (applied or skipped), what the rounds since the previous one showed."""
+def learning(
+    state: SearchState, kl_on: bool, clock: Callable[[float], float] | None = None
+) -> list[dict[str, Any]]:
+    """Per TTT update (applied or skipped), what the rounds since the previous one showed; with the run's
+    clock, also the mean seconds of those rounds (from the first one's start to the update's, less the
+    update's own seconds), to weigh what an update costs against a round."""
+    clock = clock or (lambda t: t)
     events = sorted(state.events.values(), key=lambda e: e.id)
+    starts = {e.payload.get("round"): e.ts for e in events if e.kind == "round_start"}
     ups = sorted(
         (e for e in events if e.kind in ("update", "update_skipped")),
         key=lambda e: (e.payload.get("round", 0), e.id),
@@ -162,6 +179,8 @@ def learning(state: SearchState, kl_on: bool) -> list[dict[str, Any]]:
                 proposals.setdefault(r.group, r.candidates)
         cands = [c for cs in proposals.values() for c in cs]
         p = u.payload
+        first = starts.get(since + 1)
+        busy = clock(u.ts) - clock(first) - (p.get("seconds") or 0.0) if first is not None else math.nan
         out.append(
             {
                 "update": p.get("k"),
@@ -175,6 +194,7 @@ def learning(state: SearchState, kl_on: bool) -> list[dict[str, Any]]:
                 "kl": p.get("kl") if kl_on else None,
                 "loss": p.get("loss"),
                 "update_s": p.get("seconds"),
+                "round_s": busy / (until - since) if until > since else math.nan,
             }
         )
         since = until
