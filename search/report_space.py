@@ -62,7 +62,7 @@ def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> l
                 f"−{t.provisional.oppose})</td></tr>"
             )
         parts.append(
-            "<h2>Hypotheses (the model's, grounded)</h2><table><tr><th>id</th><th>axis / region</th>"
+            "<h2>Hypotheses</h2><p>The model's, grounded against the store.</p><table><tr><th>id</th><th>axis / region</th>"
             f"<th>hypothesis</th><th>status</th><th>nodes</th><th>evidence (confirmed)</th></tr>{''.join(rows)}</table>"
         )
     if state.observations:
