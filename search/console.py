@@ -17,14 +17,19 @@ from __future__ import annotations
 import os
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import IO, Any
 
 
 def quiet_libraries(verbose: bool) -> None:
-    """Library progress bars and warnings off unless asked: set before transformers/datasets load."""
+    """Library progress bars, logs and deprecation warnings off unless asked (`-v`): set before
+    transformers and datasets load."""
     if verbose:
         return
+    # a library's deprecation notices are for its callers' authors, not for someone running a search
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
     for key, value in (
         ("HF_HUB_DISABLE_PROGRESS_BARS", "1"),
         ("TQDM_DISABLE", "1"),
