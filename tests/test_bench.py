@@ -245,3 +245,18 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
     assert "| arts-ttt − arts | 1 | 0.375 [0.250, 0.500] |" in text  # 0.75 - {0.25, 0.375, 0.5}
     assert "## Learning (test-time training)" in text and "](learning.png)" in text
     assert len(pd.read_csv(cfg.out / "updates.csv")) == 2 and (cfg.out / "learning.png").exists()
+
+
+@pytest.mark.slow
+def test_arts_ttt_runs_train_in_the_bench_and_each_update_is_reported(tmp_path, tiny_model_dir):
+    out = tmp_path / "bench"
+    argv = ["--tasks", str(make_task(tmp_path / "task")), "--methods", "arts-ttt", "--seeds", "0,"]
+    argv += ["--evals", "4", "--out", str(out), "--model", str(tiny_model_dir), "--set", "group=2"]
+    assert cmd_bench(parse(argv)) == 0
+    run = out / "runs" / "task--arts-ttt--s0"
+    assert "enabled = true" in (run / "config.toml").read_text().split("[ttt]")[1]
+    ups = pd.read_csv(out / "updates.csv")
+    assert len(ups) >= 1 and ups["round"].is_monotonic_increasing
+    assert ups.entropy_targets.notna().all() and ups.round_s.gt(0).all()
+    assert "## Learning (test-time training)" in (out / "summary.md").read_text()
+    assert (out / "learning.png").exists()
