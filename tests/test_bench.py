@@ -20,6 +20,7 @@ from arts.search.bench.cli import add_parser, cmd_bench, config_from
 from arts.search.bench.plan import BenchConfig, parse_seeds, plan
 from arts.search.bench.results import active_clock, learning
 from arts.search.state import Event, Rollout, SearchState
+from arts.tasks.base import TaskError
 from tests.test_search import make_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -75,6 +76,9 @@ def test_a_bad_setting_fails_before_any_run_starts(tmp_path):
     with pytest.raises(ValueError, match="grup"):
         cmd_bench(args)
     assert not (out / "runs").exists() and not (out / "bench.json").exists()
+    with pytest.raises(TaskError, match="built-in tasks: "):
+        cmd_bench(parse(["--tasks", "no-such-task", "--methods", "mutate", "--out", str(out)]))
+    assert not (out / "runs").exists()
 
 
 def test_active_clock_leaves_out_the_time_a_killed_run_lay_dead():

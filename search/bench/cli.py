@@ -42,8 +42,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "bench",
         help="run tasks x methods x seeds at equal budgets; tables, IQM with intervals, curves",
-        description="Every (task, method, seed) run at the same evaluation budget with the same model, in "
-        "worker processes, resumable; writes runs.parquet/csv, summary.md and PNG figures into --out.",
+        description="Every (task, method, seed) run at the same evaluation budget with the same model,\n"
+        "in worker processes, resumable; writes runs.parquet/csv, updates.csv, summary.md and\n"
+        "PNG figures into --out.",
         epilog=EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -53,11 +54,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",
         help="comma- or space-separated: arts, arts-ttt (arts with test-time training), greedy, random, mutate, "
-        "or module:attr (default %(default)s)",
+        "or module:attr (default: arts,arts-ttt,greedy,mutate)",
     )  # fmt: skip
     p.add_argument(
         "--seeds", nargs="+", default=["5"], metavar="S",
-        help="a count (5: seeds 0-4) or the seeds themselves (0 3 7, or 7, for one) (default %(default)s)",
+        help="a count (5: seeds 0-4) or the seeds themselves (0 3 7, or 7, for one) (default: 5)",
     )  # fmt: skip
     p.add_argument(
         "--evals", type=int, default=30, help="evaluation budget of every run (default %(default)s)"

@@ -111,7 +111,10 @@ def plan(cfg: BenchConfig) -> list[Job]:
     bench so that an early stop leaves every combination with some seeds."""
     from arts.search.config import load_config
     from arts.search.run import method_of
+    from arts.tasks.base import resolve_task
 
+    for task in cfg.tasks:
+        resolve_task(task)  # an unknown task or a broken task.toml fails here, naming the fix
     jobs = []
     for seed in cfg.seeds:
         for task in cfg.tasks:

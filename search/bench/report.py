@@ -3,7 +3,8 @@ update), `summary.md`, and the figures (`figures`).
 
 Per task, a run's normalised score puts the seed program at 0 and the reference at 1: the task's
 `metric.best_known` where `task.toml` gives one, else the best score any run of this bench found (in the
-task's direction). The seed's score is the median of the runs' measured seed scores (this machine, this
+task's direction). The score normalised is the run's best validation score, the one every run has (the
+seed program is never test-scored). The seed's score is the median of the runs' measured seed scores (this machine, this
 evaluator), falling back to `metric.baseline`. Across tasks, per method: the IQM and the optimality gap of
 the normalised scores over runs x tasks, and for each pair of methods the difference of their IQMs over
 the tasks both ran, each with a stratified bootstrap 95% interval (`metrics`). Failed runs are listed, not
