@@ -20,6 +20,7 @@ from arts.policy.call import ask, chat
 from arts.policy.candidates import Candidate
 from arts.policy.parsing import salvage_items
 from arts.policy.sampler import normalise
+from arts.policy.spans import candidate_token_spans
 
 HYPOTHESIS_CHARS = 120
 """Cap on a hypothesis: one concrete change fits; longer ones were prose the executor could not follow."""
@@ -88,6 +89,9 @@ class Proposal(BaseModel):
     messages: list[Message]
     completion: Completion | None = None
     json_schema: dict | None = None
+    spans: list[tuple[int, int]] = []
+    """Each candidate's [start, end) tokens in `completion.token_ids` (what training learns from); empty
+    when the backend reports no tokens (a served model)."""
 
 
 def _hypothesis(pattern: str | None = None):
@@ -296,6 +300,16 @@ class Scientist:
             Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})
             for cand, p in zip(raw, normalise([r["probability"] for r in raw]))
         ]
+        tokenizer = getattr(self.backend, "tokenizer", None)
+        spans = []
+        if tokenizer is not None and c.token_ids:
+            spans = candidate_token_spans(
+                c.text, c.token_ids, lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
+            )
         return Proposal(
-            candidates=cands, messages=messages, completion=c, json_schema=schema.model_json_schema()
+            candidates=cands,
+            messages=messages,
+            completion=c,
+            json_schema=schema.model_json_schema(),
+            spans=spans if len(spans) == len(cands) else [],
         )

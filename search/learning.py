@@ -9,8 +9,10 @@ through the ledger; the weights, their log-probs and checkpoints are the trainer
   stale cache). A checkpoint whose `update` event was lost (killed between the two) gets it logged again,
   marked `recovered`.
 - on_rollout: the action's masked log-prob under the adapter in force (the old policy of the GRPO
-  ratio) and that adapter's checkpoint (`adapters/<k>`) are stored on the rollout. The first action of
-  a proposal scores every candidate of it in one batch, so N draws cost one prompt forward, not N.
+  ratio) and that adapter's checkpoint (`adapters/<k>`) are stored on the rollout. The action is the
+  drawn candidate's own sampled tokens inside the verbalized proposal, under the prompt, the candidates
+  before it and the proposal's grammar (on policy); the N draws of a proposal share one scoring of its
+  tokens. A served scientist reports no tokens: its action text is re-tokenized and scored alone.
 - after_round: rewards for the finished groups (each judged against the valid scores observed before
   the group), then every M rounds an update on the groups collected since the previous one.
 
@@ -97,13 +99,10 @@ class Learning:
         self.ledger.event("adapter_served", k=self.trainer.k, name=name)
 
     def on_rollout(self, rollout: Rollout) -> Rollout:
-        """Record the old log-prob (masked, summed over the action's tokens) and the adapter in force."""
-        key = (rollout.group, grammar_text(rollout.action))
-        if key not in self._scored:
-            texts = [grammar_text(a) for a in [rollout.action, *rollout.candidates]]
-            values = self.trainer.old_logprobs(rollout.prompt, rollout.json_schema, texts)
-            self._scored.update({(rollout.group, t): v for t, v in zip(texts, values)})
-        values = self._scored[key]
+        """Record the old log-prob (masked, summed over the action's tokens) and the adapter in force.
+        A rollout with its proposal's sampled tokens is scored on them (its candidate's span, on policy);
+        one without (a served scientist) on its action text, re-tokenized."""
+        values = self._span_values(rollout) if rollout.tokens else self._text_values(rollout)
         rollout.adapter = self.trainer.label
         rollout.old_logprob = math.fsum(values) if values is not None else None
         if values is None:
@@ -111,6 +110,23 @@ class Learning:
         else:
             self._old[rollout.id] = values
         return self.ledger.update(rollout)
+
+    def _span_values(self, rollout: Rollout) -> list[float] | None:
+        key = (rollout.group, "tokens")
+        if key not in self._scored:  # the N draws of a proposal share one scoring of its tokens
+            self._scored[key] = self.trainer.proposal_logprobs(
+                rollout.prompt, rollout.json_schema, rollout.tokens
+            )
+        values = self._scored[key]
+        return values[rollout.span[0] : rollout.span[1]] if values is not None else None
+
+    def _text_values(self, rollout: Rollout) -> list[float] | None:
+        key = (rollout.group, grammar_text(rollout.action))
+        if key not in self._scored:
+            texts = [grammar_text(a) for a in [rollout.action, *rollout.candidates]]
+            values = self.trainer.old_logprobs(rollout.prompt, rollout.json_schema, texts)
+            self._scored.update({(rollout.group, t): v for t, v in zip(texts, values)})
+        return self._scored[key]
 
     def after_round(self, round: int) -> None:
         """Rewards for the finished groups; every M rounds, an update on what was collected."""
@@ -185,12 +201,20 @@ class Learning:
                 old = self._rescore(members)
             first = members[0]
             actions, rewards = [r.action for r in members], [r.reward for r in members]
-            out.append(ActionGroup(first.prompt, first.json_schema, actions, rewards, old))
+            sampled = all(r.tokens == first.tokens and len(r.span) == 2 for r in members) and first.tokens
+            tokens, spans = (
+                (first.tokens, [(r.span[0], r.span[1]) for r in members]) if sampled else (None, None)
+            )
+            out.append(ActionGroup(first.prompt, first.json_schema, actions, rewards, old, tokens, spans))
         return out
 
     def _rescore(self, members: list[Rollout]) -> list[list[float]]:
         first = members[0]
-        old = self.trainer.old_logprobs(first.prompt, first.json_schema, [r.action for r in members])
+        if first.tokens:
+            full = self.trainer.proposal_logprobs(first.prompt, first.json_schema, first.tokens)
+            old = [full[r.span[0] : r.span[1]] if full is not None else None for r in members]
+        else:
+            old = self.trainer.old_logprobs(first.prompt, first.json_schema, [r.action for r in members])
         if any(o is None for o in old):  # each was scored when sampled, under the same grammar
             raise RuntimeError(
                 f"group {first.group}: a stored action no longer fits its grammar; was the scientist's "

@@ -179,6 +179,12 @@ class Rollout(Record):
     """The adapter checkpoint that sampled it; None for the base model."""
     json_schema: dict[str, Any] | None = None
     """The JSON schema that constrained the answer (named json_schema: `schema` shadows a BaseModel method)."""
+    tokens: list[int] = []
+    """The proposal's completion as sampled (token ids, the stop token included); empty when the backend
+    reported none (a served scientist: training then re-tokenizes `action`)."""
+    span: list[int] = []
+    """[start, end) of the drawn candidate's tokens in `tokens`: the action training learns from, under
+    the prompt and the candidates before it."""
 
 
 class Event(Record):

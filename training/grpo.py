@@ -129,8 +129,11 @@ class Group:
                 f"{len(self.rewards)} rewards, {len(self.old_logprobs)} old log-prob lists"
             )
         for t, old in zip(self.targets, self.old_logprobs):
-            if len(t.tokens) != len(old):
-                raise ValueError(f"old log-probs cover {len(old)} tokens, the target has {len(t.tokens)}")
+            start, end = t.trained
+            if end - start != len(old):
+                raise ValueError(
+                    f"old log-probs cover {len(old)} tokens, the target's action has {end - start}"
+                )
 
 
 def lora_config(config: GRPOConfig) -> Any:
@@ -169,12 +172,14 @@ def group_loss(
     """The clipped-ratio loss of one group, averaged over its action tokens, and its diagnostics."""
     import torch
 
-    from arts.training.logprobs import target_logprobs
+    from arts.training.logprobs import loss_mask, target_logprobs
 
-    new, mask = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
+    new, valid = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
+    mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
     old = torch.zeros_like(new)
-    for row, values in enumerate(group.old_logprobs):
-        old[row, : len(values)] = torch.tensor(values, dtype=new.dtype)
+    for row, (t, values) in enumerate(zip(group.targets, group.old_logprobs)):
+        start, end = t.trained
+        old[row, start:end] = torch.tensor(values, dtype=new.dtype)
     adv = torch.tensor(advantages, dtype=new.dtype, device=new.device)[:, None]
     ratio = torch.exp(new - old)
     high = config.clip_eps_high if config.clip_eps_high is not None else config.clip_eps

@@ -1,6 +1,11 @@
-"""Action targets for training: the single action as the grammar writes it, its masks, its log-probs.
+"""Action targets for training: the tokens of an action, the grammar masks that sampled them, their log-probs.
 
-GRPO scores one action text after one state prompt under the grammar mask that sampling used, once
+On the search's path an action is a span of a sampled proposal (`span_targets`): the drawn candidate's
+own tokens, with the proposal's tokens before it as context, under the proposal's grammar replayed
+token by token, so that training scores exactly what was sampled. Without sampled tokens (a served
+scientist) an action is its single-action text, re-serialised and re-tokenized (`build_targets`).
+
+GRPO scores an action after its state prompt under the grammar mask that sampling used, once
 without gradients (the old policy, when the action is drawn) and once with them (the update). Both go
 through `policy.backends.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
 ratio before the first update is 1 up to float rounding (the two calls batch different rows).
@@ -61,10 +66,17 @@ def action_schema(json_schema: dict[str, Any] | None, action: str) -> type[BaseM
 @dataclass
 class ActionTarget:
     """One action's completion tokens (ending with the stop token the grammar requires) and the packed
-    grammar mask before each token: (len(tokens), ceil(V/32)) int32."""
+    grammar mask before each token: (len(tokens), ceil(V/32)) int32. With `span`, only tokens[start:end]
+    are the action (a drawn candidate inside a verbalized proposal): the tokens before it are context,
+    scored for the forward pass but outside the loss."""
 
     tokens: list[int]
     allowed: torch.Tensor
+    span: tuple[int, int] | None = None
+
+    @property
+    def trained(self) -> tuple[int, int]:
+        return self.span if self.span is not None else (0, len(self.tokens))
 
 
 def stop_token(backend: Any) -> int:
@@ -82,6 +94,26 @@ def build_targets(backend: Any, schema: type[BaseModel], texts: list[str]) -> li
         tokens = backend.tokenizer.encode(text, add_special_tokens=False) + [stop]
         masks, rejected = backend.grammars.replay_bitmasks(schema, tokens)
         out.append(None if rejected is not None else ActionTarget(tokens, masks.clone()))
+    return out
+
+
+def span_targets(
+    backend: Any, json_schema: dict[str, Any], tokens: list[int], spans: list[tuple[int, int]]
+) -> list[ActionTarget] | None:
+    """Targets for candidates drawn from one sampled proposal: its tokens up to each candidate's end, the
+    proposal grammar's replayed masks, the candidate's span; None when the grammar rejects the tokens."""
+    masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens)
+    if rejected is not None:
+        return None
+    return [ActionTarget(tokens[:end], masks[:end].clone(), (start, end)) for start, end in spans]
+
+
+def loss_mask(targets: list[ActionTarget], shape: tuple[int, int]) -> torch.Tensor:
+    """(N, L) bool: the tokens of each target that are its action (its span, else all of it)."""
+    out = torch.zeros(shape, dtype=torch.bool)
+    for row, t in enumerate(targets):
+        start, end = t.trained
+        out[row, start:end] = True
     return out
 
 

@@ -41,7 +41,14 @@ from arts.training.checkpoint import (
     save_checkpoint,
 )
 from arts.training.grpo import Group, GRPOConfig, UpdateStats, grpo_update, lora_config, make_optimizer
-from arts.training.logprobs import action_schema, adapter_scope, build_targets, grammar_text, score_targets
+from arts.training.logprobs import (
+    action_schema,
+    adapter_scope,
+    build_targets,
+    grammar_text,
+    score_targets,
+    span_targets,
+)
 
 ADAPTER = "ttt"
 """Name of the trained adapter on the backend (a local scientist samples with it)."""
@@ -68,7 +75,13 @@ class ActionGroup:
     """The single-action texts (re-serialised as the grammar writes them before scoring)."""
     rewards: list[float]
     old_logprobs: list[list[float]]
-    """Per-token log-probs of each action under the adapter that sampled it (from `old_logprobs`)."""
+    """Per-token log-probs of each action under the adapter that sampled it (from `old_logprobs`, or the
+    span's slice of `proposal_logprobs`)."""
+    tokens: list[int] | None = None
+    """The sampled proposal all N actions were drawn from (its token ids): then each action is its
+    candidate's span of these tokens, trained on policy, and `actions` only label them."""
+    spans: list[tuple[int, int]] | None = None
+    """With `tokens`: each action's [start, end) in them."""
 
     def __post_init__(self) -> None:
         n = len(self.actions)
@@ -200,6 +213,18 @@ class Trainer:
         self._scoring_s += time.perf_counter() - start
         return [by_text[text] for text in texts]
 
+    def proposal_logprobs(
+        self, prompt: list[dict[str, Any]], json_schema: dict[str, Any], tokens: list[int]
+    ) -> list[float] | None:
+        """Per-token masked log-probs of a sampled proposal (all its tokens) after `prompt` under the adapter
+        in force and the proposal's own grammar: a drawn candidate's old log-probs are its span of these.
+        None when the grammar rejects the tokens (they cannot have been sampled under it)."""
+        start = time.perf_counter()
+        targets = span_targets(self.backend, json_schema, tokens, [(0, len(tokens))])
+        values = self._score(self.backend.encode_prompt(prompt), targets)[0] if targets else None
+        self._scoring_s += time.perf_counter() - start
+        return values
+
     def update(self, groups: list[ActionGroup], note: dict[str, Any] | None = None) -> UpdateResult:
         """One GRPO update on the groups; when any carried signal, checkpoint k+1 (atomic, with the
         optimizer state, the stats and `note`) becomes the one in force."""
@@ -216,6 +241,13 @@ class Trainer:
         return UpdateResult(stats, scoring_s, self.k)
 
     def _group(self, g: ActionGroup) -> Group:
+        if g.tokens is not None:
+            targets = span_targets(self.backend, g.json_schema or {}, g.tokens, g.spans or [])
+            if targets is None:
+                raise ValueError(
+                    "the proposal's grammar rejects its own sampled tokens; was the schema changed?"
+                )
+            return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs)
         texts = [grammar_text(a) for a in g.actions]
         targets = build_targets(self.backend, action_schema(g.json_schema, texts[0]), texts)
         rejected = [a for a, t in zip(g.actions, targets) if t is None]

@@ -13,6 +13,7 @@ objects described by a pydantic model.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -36,8 +37,10 @@ class GrammarCache:
         self._compiler = xgr.GrammarCompiler(info, max_threads=2)
         self._grammars: dict[str, xgr.CompiledGrammar] = {}
 
-    def compile(self, schema: type[BaseModel]) -> xgr.CompiledGrammar:
-        key = schema_key(schema)
+    def compile(self, schema: type[BaseModel] | dict) -> xgr.CompiledGrammar:
+        """The compiled grammar of a schema class, or of a stored JSON schema (the same key either way:
+        its JSON text, property order kept)."""
+        key = json.dumps(schema) if isinstance(schema, dict) else schema_key(schema)
         if key not in self._grammars:
             self._grammars[key] = self._compiler.compile_json_schema(
                 key, any_whitespace=False, strict_mode=True
@@ -52,7 +55,7 @@ class GrammarCache:
         return xgr.allocate_token_bitmask(rows, self.vocab_size)
 
     def replay_bitmasks(
-        self, schema: type[BaseModel], token_ids: list[int]
+        self, schema: type[BaseModel] | dict, token_ids: list[int]
     ) -> tuple[torch.Tensor, int | None]:
         """The packed mask before each token of `token_ids`, as sampling saw it: (len, ceil(V/32)) int32.
 

@@ -142,6 +142,8 @@ def run_group(
                 probability=min(max(prob, 0.0), 1.0),
                 action=canonical_action(c),
                 json_schema=prop.json_schema,
+                tokens=list(prop.completion.token_ids) if prop.spans else [],
+                span=list(prop.spans[idx]) if prop.spans else [],
             )
         )
         if run.learning is not None:
