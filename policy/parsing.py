@@ -79,9 +79,13 @@ def parse_json_object(text: str, schema: type[BaseModel]) -> tuple[BaseModel | N
         return None, why
     try:
         data = json.loads(candidate)
+    except RecursionError:
+        return None, "invalid JSON: nested too deeply"
     except json.JSONDecodeError:
         try:
             data = json.loads(_TRAILING_COMMA.sub(r"\1", candidate))
+        except RecursionError:
+            return None, "invalid JSON: nested too deeply"
         except json.JSONDecodeError as e:
             return None, f"invalid JSON: {e.msg} at position {e.pos}"
     try:
@@ -106,7 +110,7 @@ def salvage_items(text: str, key: str, item: type[BaseModel]) -> list[BaseModel]
             i += 1
         try:
             obj, i = decoder.raw_decode(text, i)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply
             return out
         try:
             out.append(item.model_validate(obj))

@@ -132,7 +132,9 @@ def start_run(cfg: SearchConfig, run_dir: Path | None = None, log: Callable[[str
             f"{run_dir} already holds a run; continue it with --resume {run_dir} or choose another --run-dir"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.toml").write_text(to_toml(cfg))
+    tmp = run_dir / ".config.toml.tmp"  # one rename: a kill leaves the whole config or none
+    tmp.write_text(to_toml(cfg))
+    tmp.replace(run_dir / "config.toml")
     log(f"run: {run_dir}  task {task.name}  method {cfg.method}  profile {cfg.profile}")
     log_isolation(log)
     with Store.open(run_dir) as store:
