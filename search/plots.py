@@ -28,7 +28,7 @@ def _fmt(x: float) -> str:
     return f"{x:.4g}"
 
 
-def ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+def ticks(lo: float, hi: float, n: int = 5, integer: bool = False) -> list[float]:
     """About n round tick values from at or below lo to at or above hi (1, 2 or 5 times a power of ten
     apart), so that the axis covers every point."""
     if hi <= lo:
@@ -36,6 +36,7 @@ def ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     raw = (hi - lo) / max(n, 1)
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    step = max(step, 1.0) if integer else step  # evaluations and updates are counted, never fractional
     first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
     return [round(i * step, 12) for i in range(first, last + 1)]
 
@@ -49,13 +50,21 @@ class Series:
     """Draw a step line through the points (best-so-far); False: dots only."""
 
 
-def line_chart(series: list[Series], xlabel: str, ylabel: str, width: int = 520, height: int = 240) -> str:
-    """An SVG chart with ticked, labelled axes; points are (x, y) in data units."""
+def line_chart(
+    series: list[Series],
+    xlabel: str,
+    ylabel: str,
+    width: int = 500,
+    height: int = 240,
+    integer_x: bool = False,
+) -> str:
+    """An SVG chart with ticked, labelled axes; points are (x, y) in data units (`integer_x`: x counts)."""
     pts = [p for s in series for p in s.points]
     if not pts:
         return "<p>No valid node yet.</p>"
     left, right, top, bottom = 62, 12, 12, 42
-    xs, ys = ticks(min(p[0] for p in pts), max(p[0] for p in pts)), ticks(*_span([p[1] for p in pts]))
+    xs = ticks(min(p[0] for p in pts), max(p[0] for p in pts), integer=integer_x)
+    ys = ticks(*_span([p[1] for p in pts]))
     x0, x1, y0, y1 = xs[0], xs[-1], ys[0], ys[-1]
 
     def X(x: float) -> float:

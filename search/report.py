@@ -76,12 +76,15 @@ def curves(state: SearchState) -> str:
     t0 = min((n.created for n in state.nodes.values()), default=0.0)
     by_time = sorted((n.created - t0 + n.exec_s + n.eval_s, n.raw_score) for n in nodes)
     if not by_eval:  # a store without eval events (an older run): one point per scored node
-        by_eval = [(i + 1, n.raw_score) for i, n in enumerate(nodes)]
+        by_eval = [(i + 1, n.raw_score) for i, n in enumerate(nodes) if n.parent is not None]
+    root = next((n for n in nodes if n.parent is None), None)
+    if root is not None:  # the seed is where the curve starts: evaluation 0
+        by_eval = [(0, root.raw_score), *by_eval]
     label = "lower is better" if minimize else "higher is better"
     charts = [
         line_chart([Series("every valid evaluation", by_eval, "#48c", line=False),
                     Series("best so far", _best_so_far(by_eval, minimize))],
-                   "evaluations", f"score ({label})"),
+                   "evaluations (0: the seed)", f"score ({label})", integer_x=True),
         line_chart([Series("every valid node", by_time, "#48c", line=False),
                     Series("best so far", _best_so_far(by_time, minimize))],
                    "seconds since the start", f"score ({label})"),
@@ -156,7 +159,7 @@ def updates_section(state: SearchState) -> str:
     charts = [
         line_chart([Series(label, [(float(u.get("k", i + 1)), float(u[key]))
                                    for i, u in enumerate(updates) if isinstance(u.get(key), (int, float))],
-                           "#48c", line=False)], "update", label)
+                           "#48c", line=False)], "update", label, integer_x=True)
         for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the previous policy"))
     ]  # fmt: skip
     head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in cols)
@@ -206,8 +209,9 @@ def render_report(state: SearchState, summary: dict | None, title: str, status: 
     status = status or run_status(state)
     g = grounder(state)
     audits = [g(i.text, None) for i in state.insights.values() if i.kind == "audit"]
-    # memory lines are the harness's summaries of nodes (`investigation.reports.insight_for`): as written
-    memory = [_e(i.text) for i in state.insights.values() if i.kind == "memory" and i.active]
+    # memory lines are the harness's summaries of nodes (`investigation.reports.insight_for`), which may
+    # quote the model (a hypothesis, a cause): grounded, with the node's own record counting as measured
+    memory = [g(i.text, i.node) for i in state.insights.values() if i.kind == "memory" and i.active]
     best = state.best()
     refresh = '<meta http-equiv="refresh" content="30">' if status == "running" else ""
     parts = [

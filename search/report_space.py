@@ -111,8 +111,12 @@ def grounder(state: SearchState) -> Callable[[str, int | None], str]:
         n = state.nodes.get(node) if node is not None else best
         code = "\n".join(n.files.values()) if n else ""
         parent = state.nodes.get(n.parent) if n and n.parent is not None else None
-        # a number written in the program (its own or its parent's, e.g. "MARGIN from 0.01") is in the store too
+        # a number written in the program (its own or its parent's, e.g. "MARGIN from 0.01") is in the store
+        # too, and so is one the harness wrote about the node: its failure reason ("line 21", "tolerance
+        # 1e-09") and, for a baseline's edit (no model proposed it), its description ("21 | d = ...")
+        harness = [n.reason, n.hypothesis if n.rollout is None else ""] if n else []
         known = values + [x.value for f in (n, parent) if f for t in f.files.values() for x in numbers(t)]
+        known += [x.value for t in harness for x in numbers(t)]
         return _e(ground(text, known, code).text)
 
     return g
