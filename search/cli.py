@@ -491,6 +491,9 @@ def _serve_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from arts.search.console import quiet_libraries
+
+    quiet_libraries(args.log_level == "debug")  # a server's log is its request lines, not loading bars
     from arts.policy.backends.serve import serve
 
     serve(args)
