@@ -6,7 +6,8 @@ the phase the round is in (plan, propose, execute i/N, attribute, compare, updat
 in it, refreshed while the call runs (a rich live line, on a terminal only). Log lines (one per node, per
 audit, ...) print above it. Three levels: `-q` prints only the final result, the default adds progress,
 `-v` adds the model's free text (which for a 135M model is often noise) and the libraries' progress bars.
-The log file gets everything at every level, each line stamped with the seconds since the start.
+The log file gets everything at every level, each line stamped with the clock time and the seconds since
+the start (`arts status` reads the last line to say what a run is doing, and for how long).
 
 The library talks to it through `Run.log(text)` and `Run.phase(name)`; `said(text)` marks the model's own
 words. A plain `print` works as a log too (phases and said-text are then dropped or printed as lines).
@@ -87,7 +88,10 @@ class Console:
         self._dir = run_dir
 
     def _record(self, text: str) -> None:
-        self._pending.append(f"{time.time() - self.t0:8.1f}s  {text}\n")
+        now = time.time()
+        self._pending.append(
+            f"{time.strftime('%H:%M:%S', time.localtime(now))} {now - self.t0:8.1f}s  {text}\n"
+        )
         if self._file is None and self._dir is not None and self._dir.is_dir():
             self._file = (self._dir / "arts.log").open("a", encoding="utf-8", buffering=1)
         if self._file is not None:

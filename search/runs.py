@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -83,6 +84,17 @@ def _last_line(path: Path, limit: int = 4096) -> str:
     return lines[-1] if lines else ""
 
 
+def now_doing(line: str) -> str:
+    """The log's last line as "what, for how long": `14:20:49    438.9s  phase round 2: attribute (...)`."""
+    m = re.match(r"(\d\d:\d\d:\d\d)\s+[\d.]+s\s+(?:phase )?(.*?)(?: \(previous took [\d.]+s\))?$", line)
+    if not m:
+        return line.strip()
+    h, mi, s = map(int, m.group(1).split(":"))
+    now = time.localtime()
+    since = (now.tm_hour * 3600 + now.tm_min * 60 + now.tm_sec - (h * 3600 + mi * 60 + s)) % 86400
+    return f"{m.group(2)}  (since {m.group(1)}, {age(since)} ago)"
+
+
 def read_run(run_dir: Path, recent: int = 0) -> RunView:
     """One run's view; `recent` > 0 also reads its last nodes as lines."""
     run_dir = Path(run_dir)
@@ -108,7 +120,7 @@ def read_run(run_dir: Path, recent: int = 0) -> RunView:
     if best is not None:
         view.best, view.best_node = best.raw_score, best.id
     view.updated = max((p.stat().st_mtime for p in run_dir.glob("arts.db*")), default=0.0)
-    view.phase = _last_line(run_dir / "arts.log") if view.status == "running" else ""
+    view.phase = now_doing(_last_line(run_dir / "arts.log")) if view.status == "running" else ""
     for n in sorted(children, key=lambda n: n.id)[-recent:] if recent else []:
         result = f"{n.raw_score:.6g}" if n.raw_score is not None else f"{n.status}: {n.reason[:60]}"
         view.recent.append(f"node {n.id} <- {n.parent}  round {n.round}  {result}  {n.hypothesis[:60]}")

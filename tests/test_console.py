@@ -53,7 +53,9 @@ def test_nothing_is_written_before_the_run_makes_its_folder(tmp_path):
     (tmp_path / "run").mkdir()
     c("seed: 0.9")
     c.close()
-    assert (tmp_path / "run" / "arts.log").read_text().count("s  ") == 2  # the earlier line is kept
+    lines = (tmp_path / "run" / "arts.log").read_text().splitlines()
+    assert [ln.split("s  ", 1)[1] for ln in lines] == ["run: starting", "seed: 0.9"]  # the earlier line kept
+    assert re.match(r"\d\d:\d\d:\d\d +\d+\.\ds  run: starting", lines[0]), lines[0]
 
 
 def test_drawn_actions_show_what_the_grammar_forced():
