@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 from arts.search.bench.cli import add_parser, cmd_bench, config_from
-from arts.search.bench.plan import BenchConfig, parse_seeds, plan
+from arts.search.bench.plan import BenchConfig, final_summary, parse_seeds, plan
 from arts.search.bench.results import active_clock, learning
 from arts.search.state import Event, Rollout, SearchState
 from arts.tasks.base import TaskError
@@ -65,6 +65,20 @@ def test_every_job_shares_budget_model_and_settings_and_arts_ttt_turns_training_
         assert ov["scientist_model.model"] == ov["executor_model.model"] == "some/model"
         assert ov["method"] == ("arts" if j.method == "arts-ttt" else j.method)
         assert ov.get("ttt.enabled", False) is (j.method == "arts-ttt")
+
+
+def test_only_the_summary_a_run_ends_with_makes_it_finished(tmp_path):
+    from arts.search.bench.plan import folder_state
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text('{"running": true, "stopped_because": null, "evals": 2}')  # mid-run
+    assert final_summary(run) is None and folder_state(run) == "fresh"
+    (run / "arts.db").touch()
+    (run / "config.toml").touch()
+    assert folder_state(run) == "resumable"
+    (run / "summary.json").write_text('{"stopped_because": "evaluation budget spent (3/3)", "evals": 3}')
+    assert final_summary(run)["evals"] == 3 and folder_state(run) == "finished"
 
 
 def test_a_bad_setting_fails_before_any_run_starts(tmp_path):
@@ -149,15 +163,15 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
             f"--set=scientist_model.backend={SCRIPTED}", f"--set=executor_model.backend={SCRIPTED}",
         ]  # fmt: skip
 
-    # task-a's two runs start together; greedy's model calls are slowed down so that it is under way
-    # (its first node stored) when mutate, which calls no model, has finished: then the bench is killed
-    slow = {**os.environ, "ARTS_TEST_BACKEND_DELAY": "0.5"}
+    # task-a's two runs start together; greedy stalls at its second experiment, so it is under way (its
+    # first node stored) when mutate, which calls no model, has finished: then the bench is killed
+    slow = {**os.environ, "ARTS_TEST_STALL_AT_EXECUTOR": "2"}
     cmd = [sys.executable, "-m", "arts.search.bench.cli", "bench", *flags(2)]
     bench = subprocess.Popen(cmd, cwd=REPO, env=slow, stdout=subprocess.DEVNULL)
     first, second = out / "runs" / "task-a--mutate--s0", out / "runs" / "task-a--greedy--s0"
     try:
         _wait_for(
-            lambda: (first / "summary.json").exists() and "round 1" in _read(second / "bench.log"),
+            lambda: final_summary(first) is not None and "round 1" in _read(second / "bench.log"),
             60,
             "one finished run and one under way",
         )
@@ -166,9 +180,7 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
         bench.wait()
     worker = json.loads((second / "bench-sessions.jsonl").read_text().splitlines()[0])["pid"]
     _wait_for(lambda: not _alive(worker), 10, "the worker of the killed bench to die")
-    finished = {
-        d: (d / "summary.json").read_text() for d in (out / "runs").iterdir() if (d / "summary.json").exists()
-    }
+    finished = {d: (d / "summary.json").read_text() for d in (out / "runs").iterdir() if final_summary(d)}
     assert first in finished and second not in finished and not (out / "summary.md").exists()
 
     assert cmd_bench(parse(flags(3))) == 0  # the same command continues it (here three runs at a time)

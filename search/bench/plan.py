@@ -6,8 +6,10 @@ which is `arts` with test-time training on, so that one bench compares search wi
 Each job's config is resolved here, in the bench process, before anything runs: a typo fails the bench
 at once instead of failing every worker.
 
-A run folder is in one of three states (`folder_state`): finished (`summary.json` written: kept as it is),
-resumable (a store and its config: continued with `resume_run`), or fresh (nothing usable: started anew).
+A run folder is in one of three states (`folder_state`): finished (its final `summary.json` written: kept
+as it is), resumable (a store and its config: continued with `resume_run`), or fresh (nothing usable:
+started anew). A run also rewrites `summary.json` after every round, marked `"running": true`; only the
+summary its end writes, with the reason it stopped, makes it finished.
 """
 
 from __future__ import annotations
@@ -140,8 +142,18 @@ def plan(cfg: BenchConfig) -> list[Job]:
 FolderState = Literal["finished", "resumable", "fresh"]
 
 
+def final_summary(run_dir: Path) -> dict[str, Any] | None:
+    """The summary the run's end wrote; None while it runs, or was killed, or never started."""
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    done = isinstance(summary, dict) and not summary.get("running") and summary.get("stopped_because")
+    return summary if done else None
+
+
 def folder_state(run_dir: Path) -> FolderState:
-    if (run_dir / "summary.json").exists():
+    if final_summary(run_dir) is not None:
         return "finished"
     if (run_dir / "arts.db").exists() and (run_dir / "config.toml").exists():
         return "resumable"

@@ -1,7 +1,7 @@
 """A bench run's results, read from its folder: the table row, the best-so-far curve and, under test-time
 training, what each update saw.
 
-The row's numbers come from `summary.json` (the run's own account); the curve and the learning figures
+The row's numbers come from the final `summary.json` (the run's own account); the curve and the learning figures
 come from the store, since the summary keeps no history.
 
 - The curve has one point per experiment: the evaluations spent once it ended (experiments run one after
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from arts.search.bench.plan import SESSIONS_FILE, Job
+from arts.search.bench.plan import SESSIONS_FILE, Job, final_summary
 from arts.search.state import Node, SearchState
 from arts.search.store import Store, StoreError
 
@@ -51,12 +51,11 @@ class RunResult:
 
 
 def read_run(job: Job, task: str, error: str = "") -> RunResult:
-    """The run's results under the task name `task`; a run without `summary.json` gives a failed row."""
+    """The run's results under the task name `task`; a run without a final summary gives a failed row."""
     row: dict[str, Any] = {"task": task, "method": job.method, "seed": job.seed, "run_dir": str(job.run_dir)}
-    path = job.run_dir / "summary.json"
-    if not path.exists():
+    s = final_summary(job.run_dir)
+    if s is None:
         return RunResult(row | {"status": "failed", "error": error})
-    s = json.loads(path.read_text())
     row |= {
         "status": "finished",
         "best": s["best"]["score"],
@@ -65,7 +64,7 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "evaluations": s["evals"],
         "tokens": sum(s["tokens"].values()),
         "seconds": s["wall_s"],
-        "updates": s["updates"]["count"],
+        "updates": s.get("updates", {}).get("count", 0),
         "stopped_because": s["stopped_because"],
     }
     try:

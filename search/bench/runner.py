@@ -1,7 +1,7 @@
 """Running a bench: every job in a worker process, `jobs` at a time, then the report.
 
 A bench is resumable by construction: all its state is in its folder. Running the same command again
-keeps finished runs (their `summary.json` exists), continues runs that have a store, and starts the rest;
+keeps finished runs (their final `summary.json` exists), continues runs that have a store, and starts the rest;
 so a bench killed at any moment loses at most the experiments in flight. Two benches on one folder would
 run the same jobs twice, so the bench holds an exclusive lock on `DIR/bench.lock`; and the settings that
 make runs comparable (budget, model, overrides) are kept in `DIR/bench.json` and must match on resume.
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, plan, prepare
+from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, plan, prepare
 from arts.search.bench.results import RunResult, read_run
 
 COMPARABLE = ("evals", "model", "overrides")
@@ -85,10 +85,9 @@ def _launch(job: Job, threads: int) -> subprocess.Popen:
 
 def _done_line(job: Job, rc: int, seconds: float) -> str:
     head = f"{Path(job.task).name} / {job.method} / seed {job.seed}"
-    path = job.run_dir / "summary.json"
-    if rc != 0 or not path.exists():
+    s = final_summary(job.run_dir)
+    if rc != 0 or s is None:
         return f"{head}: FAILED (exit {rc}); see {job.run_dir / LOG_FILE}"
-    s = json.loads(path.read_text())
     return f"{head}: best {s['best']['score']}  {s['evals']} evals  {seconds:.0f}s"
 
 
@@ -107,7 +106,7 @@ def run_jobs(jobs: list[Job], parallel: int, log: Callable[[str], None]) -> dict
                 running.remove(r)
                 done += 1
                 rc = r.proc.returncode
-                if rc != 0 or not (r.job.run_dir / "summary.json").exists():
+                if rc != 0 or final_summary(r.job.run_dir) is None:
                     failed[r.job.key] = _tail(r.job.run_dir / LOG_FILE)
                 log(f"[{done}/{len(jobs)}] {_done_line(r.job, rc, time.time() - r.started)}")
     finally:  # interrupted: stop the workers (their runs resume next time)
