@@ -243,6 +243,13 @@ def cmd_search(args: argparse.Namespace) -> int:
             f"{_fmt(summary['baseline'])}; {summary['valid_nodes']}/{summary['nodes']} valid nodes; "
             f"stopped: {summary['stopped_because']}"
         )
+        if summary.get("all_invalid"):
+            print(
+                f"error: every one of the {summary['nodes']} nodes was invalid; read their reasons in the "
+                "run's report.html, and try the seed program with `arts eval TASK`",
+                file=sys.stderr,
+            )
+            return 1
     finally:
         console.close()
     return 0

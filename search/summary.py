@@ -71,6 +71,9 @@ def finish(run: Run, reason: str, method: Method) -> dict:
         "model": (run.cfg.scientist_model.model or "smollm2-135m (embedded)") if method.uses_model else None,
         "nodes": len(nodes),
         "valid_nodes": sum(n.status == "valid" for n in nodes),
+        "all_invalid": task.config.kind == "optimize"
+        and bool(nodes)
+        and all(n.status != "valid" for n in nodes),
         "best": {
             "node": best.id if best else None,
             "score": best.raw_score if best else None,
