@@ -350,8 +350,9 @@ def http(method: str, url: str, body: Any = None) -> tuple[int, dict[str, Any]]:
 
 def test_health_models_and_errors_are_json(tiny_url):
     root = tiny_url.removesuffix("/v1")
-    assert http("GET", f"{root}/health") == (200, {"status": "ok", "model": "tiny", "adapters": []})
-    [entry] = http("GET", f"{tiny_url}/models")[1]["data"]
+    code, health = http("GET", f"{root}/health")  # other tests may have loaded adapters into this server
+    assert code == 200 and health["status"] == "ok" and health["model"] == "tiny"
+    entry = http("GET", f"{tiny_url}/models")[1]["data"][0]
     assert entry["id"] == "tiny" and isinstance(entry["created"], int) and entry["created"] > 1.7e9
     for method, path, body, status in (
         ("GET", "/v1/nothing", None, 404),
