@@ -120,6 +120,26 @@ def test_every_task_check_problem_names_the_file(tmp_path, capsys):
     assert rc != 0 and "task.toml" in capsys.readouterr().err
 
 
+def test_search_where_every_node_is_invalid_exits_non_zero(tmp_path, capsys):
+    task = task_dir(tmp_path / "t")
+    (task / "evaluate.py").write_text(
+        "import json\njson.dump({'score': None, 'valid': False, 'message': 'never'}, open('result.json', 'w'))\n"
+    )
+    argv = [
+        "search",
+        str(task),
+        "--method",
+        "mutate",
+        "--evals",
+        "2",
+        "--run-dir",
+        str(tmp_path / "run"),
+        "-q",
+    ]
+    assert main(argv) == 1
+    assert "every one of the" in capsys.readouterr().err
+
+
 if __name__ == "__main__":  # the figures: python tests/test_bad_inputs.py
     import io
     import tempfile
