@@ -251,3 +251,9 @@ def test_a_finished_run_leaves_no_test_work_folder(tmp_path):
     argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "1", "--run-dir", str(run), "-q"]
     assert main(argv) == 0
     assert not (run / "test-work").exists()
+
+
+def test_help_imports_no_pydantic():
+    code = FAST.replace('("torch", "transformers", "xgrammar")', '("pydantic", "arts.tasks.base")')
+    run = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
+    assert run.stdout.strip().endswith("heavy: []"), run.stdout[-300:] + run.stderr[-500:]
