@@ -3,6 +3,11 @@
 A task is a directory with `task.toml` (see DESIGN.md). Built-in tasks and users' own directories go
 through the same loader, so a user task gets exactly the checks a built-in one does. Every error names
 the file, the field and the fix. This module reads files only; running anything is the sandbox's (`tasks.evaluate`).
+
+Two rules a Python evaluator or grader follows, because the sandbox's launcher (`tasks.launch`) enforces
+them: write result.json last (opening it for writing stops every other process of the evaluation, so that
+nothing can race the write), and read the hidden files before starting the candidate (under [test] they
+are deleted when the grader starts its first process). Every built-in task follows both.
 """
 
 from __future__ import annotations
