@@ -33,8 +33,7 @@ def run_search(run: Run, method: Method) -> dict:
             run.learning.after_round(run.round)
         run.ledger.set_meta("wall_s", run.meter.wall_s)
         reason = run.stop_reason()
-        if reason is None:  # the last round's report is written by `finish`
-            live_update(run)
+        live_update(run, last=reason is not None)
     return finish(run, reason, method)
 
 

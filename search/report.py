@@ -252,9 +252,10 @@ def write_report(
     return out
 
 
-def live_update(run: Run) -> None:
-    """After each round: record the sandbox's isolation once, then rewrite summary.json (marked running)
-    and the report, so that both can be read mid-run. The end of the run overwrites both."""
+def live_update(run: Run, last: bool = False) -> None:
+    """After each round: record the sandbox's isolation once, then (unless it was the `last` round, whose
+    summary and report the end of the run writes) rewrite summary.json, marked running, and the report,
+    so that both can be read mid-run."""
     from arts.tasks.isolation import probe
 
     ledger, meter = run.ledger, run.meter
@@ -264,6 +265,8 @@ def live_update(run: Run) -> None:
             k for k in ("uid_drop", "network", "mounts") if getattr(iso, k, False)
         )
         ledger.set_meta("isolation", f"{level or 'limits only'}" + (f" ({iso.note})" if iso.note else ""))
+    if last:
+        return
     state, run_dir = run.state, ledger.store.run_dir
     best = state.best()
     children = [n for n in state.nodes.values() if n.parent is not None]

@@ -64,3 +64,13 @@ def test_ticks_cover_the_data_with_round_steps():
     assert ticks(1, 2, integer=True) == [1, 2]
     t = ticks(-3.3, 17.2)
     assert t[0] <= -3.3 and t[-1] >= 17.2 and len(t) <= 8
+
+
+def test_a_one_round_run_records_its_sandbox(tmp_path):
+    from arts.search.cli import main
+
+    run = tmp_path / "run"
+    argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "1", "--run-dir", str(run), "-q"]
+    assert main(argv) in (0, 1)  # 1: the one mutation may be invalid, which is not the point here
+    page = (run / "report.html").read_text()
+    assert "<b>sandbox</b> not recorded" not in page and "<b>sandbox</b> " in page
