@@ -143,7 +143,9 @@ def make_cgroup(uid: int, memory_mb: int) -> Path | None:
         cg.mkdir()
     limit = str(memory_mb << 20)
     v1 = (cg / "memory.limit_in_bytes").exists()
-    for name in ("memory.limit_in_bytes", "memory.memsw.limit_in_bytes") if v1 else ("memory.max",):
+    # v1 wants memsw >= limit at every step: raise memsw first, set the limit, then bring memsw down to it
+    v1_names = ("memory.memsw.limit_in_bytes", "memory.limit_in_bytes", "memory.memsw.limit_in_bytes")
+    for name in v1_names if v1 else ("memory.max",):
         with contextlib.suppress(OSError):
             (cg / name).write_text(limit)
     if not v1:
