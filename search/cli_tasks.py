@@ -1,0 +1,125 @@
+"""The `arts` sub-commands about tasks: `tasks list|show|check` and `eval` (a seed or your files, in the sandbox).
+
+Split from `search.cli`, which holds the parser and the search. Each imports what it uses when it runs,
+so that the others start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def cmd_tasks_list(args: argparse.Namespace) -> int:
+    from arts.tasks.base import builtin_names, resolve_task
+
+    rows = [("name", "kind", "metric", "direction", "baseline", "best known")]
+    for name in builtin_names():
+        c = resolve_task(name).config
+        m = c.metric
+        rows.append((name, c.kind, m.name if m else "-", m.direction if m else "-",
+                     _fmt(m.baseline if m else None), _fmt(m.best_known if m else None)))  # fmt: skip
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    return 0
+
+
+def cmd_tasks_show(args: argparse.Namespace) -> int:
+    from arts.tasks.base import resolve_task
+
+    task = resolve_task(args.name)
+    c = task.config
+    print(f"# {c.name}  ({c.kind})\n")
+    print(task.statement.strip(), "\n")
+    print(f"editable: {', '.join(c.editable)}{'  (seedless: no seed program)' if task.seedless else ''}")
+    print(f"material: {', '.join(str(p) for p in task.material_files()) or '-'}")
+    print(f"hidden:   {', '.join(c.hidden) or '-'}")
+    if c.metric:
+        m = c.metric
+        print(
+            f"metric:   {m.name} ({m.direction}); baseline {_fmt(m.baseline)}; best known {_fmt(m.best_known)}"
+        )
+        for ref in m.references:
+            print(f"  ref: {ref}")
+    if c.evaluate:
+        print(
+            f"evaluate: {' '.join(c.evaluate.command)}  (timeout {c.evaluate.timeout_s:g}s, {c.evaluate.memory_mb} MiB)"
+        )
+    if c.test:
+        print(f"test:     {' '.join(c.test.command)}")
+    print(f"location: {task.root}")
+    return 0
+
+
+def cmd_tasks_check(args: argparse.Namespace) -> int:
+    from arts.tasks.base import TaskError, load_task
+
+    try:
+        task = load_task(args.dir)
+    except TaskError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if not task.seedless:
+        seed = f"seed: {', '.join(task.seed_files())}"
+    elif task.config.kind == "answer":
+        seed = f"no seed answer (the investigator writes {', '.join(task.config.editable)})"
+    else:
+        seed = "seedless (first nodes are drafts)"
+    print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
+    return 0
+
+
+def _read_overlay(task_files: list[str], overlay: Path) -> dict[str, str]:
+    from arts.tasks.base import TaskError
+
+    files = {}
+    for rel in task_files:
+        p = overlay / rel
+        if p.is_file():
+            files[rel] = p.read_text()
+    if not files:
+        raise TaskError(f"--files {overlay}: holds none of the editable files {task_files}; put them there")
+    return files
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from arts.tasks.base import resolve_task
+    from arts.tasks.evaluate import run_evaluation
+
+    task = resolve_task(args.task)
+    files = task.seed_files()
+    if args.files:
+        files.update(_read_overlay(task.config.editable, Path(args.files)))
+    if not files:
+        print(f"{task.name} is seedless: give the program with --files DIR", file=sys.stderr)
+        return 2
+    split = "test" if args.test else "evaluate"
+    if split == "evaluate" and task.config.evaluate is None:
+        print(
+            f"{task.name} is an 'answer' task: it has no validation score; use --test to grade",
+            file=sys.stderr,
+        )
+        return 2
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="arts-eval-") as tmp:
+        res = run_evaluation(task, files, Path(tmp) / "work", split=split)
+    out = {"task": task.name, "split": split, **res.model_dump(exclude={"stdout_tail", "stderr_tail"})}
+    out["total_s"] = round(time.perf_counter() - t0, 3)
+    if args.json:
+        print(json.dumps(out))
+    else:
+        metric = task.config.metric.name if task.config.metric else "score"
+        state = "valid" if res.valid else f"INVALID: {res.reason}"
+        print(f"{task.name}: {metric} = {_fmt(res.score)}  [{state}]  ({res.wall_s:.2f}s)")
+        if res.message:
+            print(f"  {res.message}")
+    return 0 if res.valid else 1
