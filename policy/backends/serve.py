@@ -12,12 +12,8 @@ Two extensions: `POST /tokenize` ({prompt} → {count}, as vLLM's, without token
 `POST /v1/arts/logprobs` ({model, messages, completion, schema} → {logprobs}), which `OpenAIBackend`
 uses for exact, grammar-masked log-probabilities.
 
-JSON schemas arrive as plain JSON, while backends take a pydantic model; `schema_model` bridges them.
-A flat object of string/number/integer/boolean/enum fields becomes a real pydantic model
-(`create_model`), so validation is exact. Any other object schema becomes a permissive model whose
-`model_json_schema()` returns the schema verbatim: constrained decoding (xgrammar compiles whatever
-`model_json_schema()` returns) enforces the full schema, while the server itself only checks that the
-answer is a JSON object; the client validates against its own pydantic model anyway.
+JSON schemas arrive as plain JSON, while backends take a pydantic model; `schemas.schema_model` bridges
+them.
 
 `json_object` is the JSON-object schema `{"type": "object"}`, which xgrammar compiles to its JSON grammar
 restricted to objects (any keys, any JSON values), so even the 135M model returns one.
@@ -36,79 +32,22 @@ a CPU gains nothing from more).
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import re
 import threading
 import time
 import uuid
 from collections.abc import Iterator
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
+from arts.policy.backends.schemas import schema_model
 from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
-
-_SIMPLE: dict[str, type] = {"string": str, "number": float, "integer": int, "boolean": bool}
-_PLAIN_KEYS = {"type", "title", "description", "default"}
-
-
-class _RawSchema(BaseModel):
-    """Base of models built from arbitrary JSON schemas: any object validates; the schema is kept."""
-
-    model_config = ConfigDict(extra="allow")
-    source_schema: ClassVar[dict[str, Any]] = {}
-
-    @classmethod
-    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        return copy.deepcopy(cls.source_schema)
-
-
-def schema_model(schema: dict[str, Any], name: str = "Answer") -> type[BaseModel]:
-    """A pydantic model for a JSON object schema (see the module docstring for the two cases)."""
-    if schema.get("type", "object") != "object":
-        raise ValueError("arts serve accepts JSON-object schemas only (type: object)")
-    fields = _flat_fields(schema)
-    if fields is not None:
-        try:
-            return create_model(name, __config__=ConfigDict(extra="forbid"), **fields)
-        except (TypeError, ValueError, NameError):
-            pass  # e.g. a property name pydantic cannot take as a field: keep the schema verbatim
-    return type(name, (_RawSchema,), {"source_schema": copy.deepcopy(schema), "__module__": __name__})
-
-
-def _flat_fields(schema: dict[str, Any]) -> dict[str, Any] | None:
-    """pydantic field definitions when every property is a plain scalar or a scalar enum, else None."""
-    props = schema.get("properties")
-    if not isinstance(props, dict) or not props:
-        return None
-    required = set(schema.get("required", []))
-    fields: dict[str, Any] = {}
-    for key, prop in props.items():
-        prop = _deref(prop, schema)
-        enum = prop.get("enum")
-        if not key.isidentifier() or key.startswith(("_", "model_")):
-            return None
-        if isinstance(enum, list) and enum and all(isinstance(v, str | int | float | bool) for v in enum):
-            kind: Any = Literal[tuple(enum)]
-        elif prop.get("type") in _SIMPLE and set(prop) <= _PLAIN_KEYS:
-            kind = _SIMPLE[prop["type"]]
-        else:
-            return None
-        fields[key] = (kind, ...) if key in required else (kind | None, prop.get("default"))
-    return fields
-
-
-def _deref(prop: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
-    """Resolve a local `#/$defs/X` reference (pydantic writes enums that way)."""
-    ref = prop.get("$ref", "")
-    if ref.startswith("#/$defs/"):
-        return root.get("$defs", {}).get(ref.removeprefix("#/$defs/"), prop)
-    return prop
 
 
 class ChatRequest(BaseModel):
