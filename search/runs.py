@@ -95,6 +95,20 @@ def now_doing(line: str) -> str:
     return f"{m.group(2)}  (since {m.group(1)}, {age(since)} ago)"
 
 
+def last_write(run_dir: Path) -> float:
+    """When the run last wrote: its database, a non-empty WAL, or its log. Not the -shm file, which
+    readers (this module included) touch, nor an empty WAL a reader left."""
+    times = []
+    for name in ("arts.db", "arts.db-wal", "arts.log"):
+        try:
+            st = (run_dir / name).stat()
+        except FileNotFoundError:
+            continue
+        if name != "arts.db-wal" or st.st_size > 0:
+            times.append(st.st_mtime)
+    return max(times, default=0.0)
+
+
 def read_run(run_dir: Path, recent: int = 0) -> RunView:
     """One run's view; `recent` > 0 also reads its last nodes as lines."""
     run_dir = Path(run_dir)
@@ -119,7 +133,7 @@ def read_run(run_dir: Path, recent: int = 0) -> RunView:
     best = state.best()
     if best is not None:
         view.best, view.best_node = best.raw_score, best.id
-    view.updated = max((p.stat().st_mtime for p in run_dir.glob("arts.db*")), default=0.0)
+    view.updated = last_write(run_dir)
     view.phase = now_doing(_last_line(run_dir / "arts.log")) if view.status == "running" else ""
     for n in sorted(children, key=lambda n: n.id)[-recent:] if recent else []:
         result = f"{n.raw_score:.6g}" if n.raw_score is not None else f"{n.status}: {n.reason[:60]}"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -107,3 +108,14 @@ def test_runs_on_a_folder_without_runs_says_so(tmp_path, capsys):
 def test_status_of_a_folder_without_a_run_names_it(tmp_path, capsys):
     assert main(["status", str(tmp_path)]) == 2
     assert f"no run store at {tmp_path / 'arts.db'}" in capsys.readouterr().err
+
+
+def test_reading_a_run_does_not_make_it_look_recent(killed_run, capsys):
+    run, _ = killed_run
+    old = time.time() - 7200
+    for p in run.glob("arts.*"):
+        os.utime(p, (old, old))
+    for _ in range(2):  # the first read's -shm and WAL touches must not count for the second
+        assert main(["runs", str(run.parent)]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("live "))
+    assert line.split()[-1] == "2h", line
