@@ -70,6 +70,9 @@ class CommandConfig(_Strict):
     memory_mb: int = Field(2048, gt=0, le=MAX_MEMORY_MB)
     """Memory limit in MiB (at most 1 TiB): over the whole process tree where a memory cgroup is available,
     else per process."""
+    disk_mb: int = Field(1024, gt=0, le=MAX_MEMORY_MB)
+    """How much the evaluation may write into its working copy, in MiB, checked four times a second: past
+    it the run is stopped and what it wrote is deleted (a burst between two checks may overshoot)."""
     max_procs: int = Field(64, gt=0, le=100_000)
     """How many processes the evaluation may run at once."""
     threads: int = Field(1, gt=0, le=1024)

@@ -4,7 +4,7 @@ Both users of the sandbox, scored evaluations (`tasks.evaluate`) and read-only c
 material (`tasks.readonly`), run their command through `execute`. It spawns the command in its own session
 with the plan's preexec (`tasks.isolation`), drains stdout and stderr as data comes (the child never
 blocks on a full pipe) keeping 20 KB tails, and stops the run at the wall-clock timeout or past 64 MiB on
-one stream. When the command exits or is stopped, its process group and, as root, every process of its uid
+one stream, or past `disk_mb` written into its working copy. When the command exits or is stopped, its process group and, as root, every process of its uid
 are SIGKILLed, so nothing it started outlives the run. Under bubblewrap (`Plan.prefix`) the command may
 run under the launcher (`tasks.launch`), whose report (the evaluator's exit status and result.json) comes
 back on a pipe of its own.
@@ -45,6 +45,8 @@ OUTPUT_LIMIT = 64 << 20
 """A run that prints more than this on one stream is stopped."""
 REPORT_LIMIT = 3 << 20
 """A larger launcher report is dropped (result.json is capped at 1 MiB)."""
+DISK_CHECK_S = 0.25
+"""How often the working copy's size is checked against the command's disk_mb."""
 _GRACE_S = 1.0  # after the command exits, how long its pipes may still drain
 
 
@@ -61,10 +63,25 @@ class Outcome:
     oom_kills: int = 0  # processes the memory cgroup's limit killed
 
 
-def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, stop: Callable[[], None]) -> str:
+def disk_use(root: Path) -> int:
+    """Bytes allocated under root, links not followed (what a run wrote counts where it wrote it)."""
+    total, stack = 0, [os.fspath(root)]
+    while stack:
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
+            for e in entries:
+                with contextlib.suppress(OSError):
+                    st = e.stat(follow_symlinks=False)
+                    total += st.st_blocks * 512
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+    return total
+
+
+def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, stop: Callable[[], None],
+          over_disk: Callable[[], bool] = lambda: False) -> str:  # fmt: skip
     """Read the pipes as data comes, keeping only tails (the first pipe, the launcher's report, is kept
     whole up to REPORT_LIMIT), until the command exits and its pipes drain. Returns "timeout", "output"
-    (too much of it) or ""."""
+    (too much of it), "disk" (`over_disk()`, asked every DISK_CHECK_S) or ""."""
     sel = selectors.DefaultSelector()
     for fd in tails:
         sel.register(fd, selectors.EVENT_READ)
@@ -73,16 +90,22 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
         sel.register(pidfd, selectors.EVENT_READ)
     except (AttributeError, OSError):
         pidfd = None  # not Linux: poll for the exit every 20 ms
-    totals, exited = dict.fromkeys(tails, 0), False
+    totals, exited, next_check = dict.fromkeys(tails, 0), False, time.monotonic() + DISK_CHECK_S
     report_fd = next(iter(tails)) if len(tails) == 3 else None
     try:
         while not exited or any(fd in sel.get_map() for fd in tails):
             if not exited and pidfd is None and proc.poll() is not None:
                 exited, until = True, time.monotonic() + _GRACE_S
                 stop()
-            wait = until - time.monotonic()
+            now = time.monotonic()
+            if not exited and now >= next_check:
+                if over_disk():
+                    return "disk"
+                next_check = now + DISK_CHECK_S
+            wait = until - now
             if wait <= 0:
                 return "" if exited else "timeout"
+            wait = min(wait, max(next_check - now, 0.001)) if not exited else wait
             for key, _ in sel.select(wait if pidfd is not None else min(wait, 0.02)):
                 if key.fd == pidfd:  # exited: kill what it left running, so its pipes close; then drain
                     exited, until = True, time.monotonic() + _GRACE_S
@@ -141,8 +164,10 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
             if plan.uid is not None:
                 signal_uid(plan.uid)
 
+    baseline = disk_use(workdir)
     try:
-        why = _pump(proc, tails, start + cfg.timeout_s, stop)
+        over = lambda: disk_use(workdir) - baseline > cfg.disk_mb << 20  # noqa: E731
+        why = _pump(proc, tails, start + cfg.timeout_s, stop, over)
     finally:
         stop()
         proc.stdout.close()

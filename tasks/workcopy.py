@@ -141,6 +141,20 @@ def prepare(task: Task, files: dict[str, str], workdir: Path, uid: int | None, w
         _hand_over(workdir, uid, set(material))
 
 
+def discard_outputs(task: Task, files: dict[str, str], workdir: Path) -> None:
+    """Delete everything a run wrote into `workdir` (after it passed its disk limit): all but the editable
+    files and the material, never following a link."""
+    keep = {os.path.normpath(p) for p in [*files, *task.config.editable, *map(str, task.material_files())]}
+    for dirpath, dirnames, filenames in os.walk(workdir, topdown=False):
+        for name in filenames + [d for d in dirnames if Path(dirpath, d).is_symlink()]:
+            if os.path.relpath(Path(dirpath, name), workdir) not in keep:
+                os.unlink(Path(dirpath, name))
+        for d in dirnames:
+            with contextlib.suppress(OSError):  # a folder that still holds kept files stays
+                if not Path(dirpath, d).is_symlink():
+                    Path(dirpath, d).rmdir()
+
+
 def remove_hidden(task: Task, workdir: Path) -> None:
     """Take the task's hidden files out of a working copy: they never stay there after a run."""
     for entry in task.config.hidden:

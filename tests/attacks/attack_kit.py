@@ -21,7 +21,7 @@ json.dump({"score": 1.0, "valid": True, "metrics": {}, "message": note}, open("r
 
 
 def make_task(root: Path, evaluate: str = EVALUATE, *, memory_mb: int = 512, timeout: float = 8,
-              hidden: dict[str, str] | None = None, test: str | None = None) -> Task:  # fmt: skip
+              hidden: dict[str, str] | None = None, test: str | None = None, disk_mb: int = 1024) -> Task:  # fmt: skip
     """A task at `root` whose [evaluate] runs `evaluate` (and whose [test], if given, runs grader/test.py)."""
     root.mkdir(parents=True)
     (root / "statement.md").write_text("An attack test task.")
@@ -38,7 +38,7 @@ def make_task(root: Path, evaluate: str = EVALUATE, *, memory_mb: int = 512, tim
         'editable = ["solution.py"]', 'material = ["evaluate.py"]',
         f"hidden = {json.dumps(['grader/'] if files else [])}",
         "[metric]", 'name = "score"', 'direction = "maximize"',
-        "[evaluate]", 'command = ["python", "evaluate.py"]', f"timeout_s = {timeout}", f"memory_mb = {memory_mb}",
+        "[evaluate]", 'command = ["python", "evaluate.py"]', f"timeout_s = {timeout}", f"memory_mb = {memory_mb}", f"disk_mb = {disk_mb}",
     ]  # fmt: skip
     if test is not None:
         lines += ["[test]", 'command = ["python", "grader/test.py"]', f"timeout_s = {timeout}"]

@@ -51,3 +51,18 @@ def test_one_huge_file_is_refused(task):
     big = "open('big', 'wb').write(b'x' * (300 << 20))"
     res = attack(task, big)
     assert not res.valid  # RLIMIT_FSIZE: 256 MiB per file
+
+
+def test_disk_limit_stops_many_files_and_deletes_them(tmp_path):
+    task = make_task(tmp_path / "task", disk_mb=64, timeout=20)
+    fill = """
+import time
+for i in range(40):  # 40 files of 16 MiB, each under the per-file cap: 640 MiB against a 64 MiB limit
+    with open(f"fill{i}", "wb") as f:
+        f.write(b"x" * (16 << 20))
+    time.sleep(0.02)
+"""
+    workdir = tmp_path / "work"
+    res = attack(task, fill, workdir)
+    assert not res.valid and res.reason.startswith("disk limit exceeded"), res.reason
+    assert not list(workdir.glob("fill*"))
