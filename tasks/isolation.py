@@ -29,7 +29,8 @@ What the sandbox protects (level "bwrap+uid": root on Linux with bubblewrap)
   IPC and UTS namespaces; when the run ends every process of the uid is SIGKILLed and reaped.
 - Resources: a memory cgroup caps the whole process tree at memory_mb (OOM kills are told apart from other
   kills by the cgroup's own counter); RLIMIT_NPROC = max_procs; RLIMIT_FSIZE = 256 MiB per file; no core
-  files; /tmp is a tmpfs of at most memory_mb; a wall-clock timeout and a 64 MiB cap per output stream.
+  files; /tmp is a tmpfs of at most memory_mb; the working copy may grow by at most disk_mb (checked four
+  times a second by `tasks.process`); a wall-clock timeout and a 64 MiB cap per output stream.
 - Secrets: the environment is an allowlist (PATH, locale, TZ, CUDA_VISIBLE_DEVICES).
 
 Levels with less (stated at the start of each run and in summary.json, never silent)
@@ -40,8 +41,8 @@ Levels with less (stated at the start of each run and in summary.json, never sil
   the candidate sees the host's filesystem and processes. Install bubblewrap (`bash scripts/setup.sh`).
 
 What it does NOT protect against, at any level
-- Disk use inside the working copy beyond the per-file cap (many files of 256 MiB each), and CPU time
-  (the limits are wall-clock).
+- A burst of writes between two disk checks (the working copy may overshoot disk_mb by what a program
+  writes in a quarter second), and CPU time (the limits are wall-clock).
 - A non-Python evaluate command: the launcher can neither make it non-dumpable across exec nor see when it
   writes result.json, so a candidate daemon may race it; its hidden files stay readable under [test].
 - An evaluator that imports or runs the candidate's code in its own process (the evaluator's design is the
