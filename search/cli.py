@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from arts.search.bench.cli import add_parser as add_bench_parser
 from arts.search.cli_runs import (
     cmd_export,
     cmd_report,
@@ -47,7 +48,7 @@ ALIASES = {
     "base_url": "scientist_model.base_url", "executor_model": "executor_model.model",
     "executor_backend": "executor_model.backend", "executor_base_url": "executor_model.base_url",
     "ttt": "ttt.enabled", "update_every": "ttt.grpo.update_every", "lora_rank": "ttt.grpo.lora_rank",
-    "lr": "ttt.grpo.lr", "profile": "profile",
+    "lr": "ttt.grpo.lr", "profile": "profile", "adapter": "scientist.adapter",
 }  # fmt: skip
 """The `search` sub-command's short flags (argparse dest) and the config field path each one sets."""
 
@@ -254,6 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--drafts", type=int, help="greedy: initial drafts")
     se.add_argument("--seed", type=int)
     se.add_argument("--profile", choices=["auto", "small", "capable"], help="defaults for the model's size")
+    se.add_argument("--adapter", help="a peft adapter folder the scientist starts from (a warm start)")
     se.add_argument("--run-dir", help="where the run goes (default runs/<task>-<method>-<time>)")
     se.add_argument("--ttt", action="store_true", default=None, help="test-time training (LoRA GRPO)")
     se.add_argument("--update-every", type=int, metavar="M", help="TTT: rounds between GRPO updates")
@@ -319,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
         "serve", help="serve a local model (and adapter) through the OpenAI protocol", populate=serve_flags
     )
     sv.set_defaults(fn=cmd_serve)
+    add_bench_parser(sub)
     return p
 
 

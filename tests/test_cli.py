@@ -257,3 +257,24 @@ def test_help_imports_no_pydantic():
     code = FAST.replace('("torch", "transformers", "xgrammar")', '("pydantic", "arts.tasks.base")')
     run = subprocess.run([sys.executable, "-c", code, "--help"], capture_output=True, text=True, timeout=60)
     assert run.stdout.strip().endswith("heavy: []"), run.stdout[-300:] + run.stderr[-500:]
+
+
+def test_the_adapter_flag_reaches_the_config(monkeypatch, tmp_path):
+    seen = capture_runs(monkeypatch)
+    main(["search", "toy", "--adapter", str(tmp_path / "adapter")])
+    assert seen[0].scientist.adapter == str(tmp_path / "adapter")
+
+
+def test_the_bench_command_is_reached_through_arts(tmp_path, capsys):
+    argv = [
+        "bench",
+        "--tasks",
+        "no-such-task",
+        "--methods",
+        "mutate",
+        "--seeds",
+        "1",
+        "--out",
+        str(tmp_path / "b"),
+    ]
+    assert main(argv) == 2 and "no-such-task" in capsys.readouterr().err
