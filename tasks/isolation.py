@@ -320,4 +320,5 @@ def environment(cfg: CommandConfig, workdir: Path) -> dict[str, str]:
     env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", os.defpath)])
     env |= {"HOME": str(workdir), "TMPDIR": str(workdir / ".tmp"), "PYTHONDONTWRITEBYTECODE": "1"}
     env |= {"PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1"}  # unbuffered: the tails show the last words
+    env |= {"USER": "arts", "LOGNAME": "arts"}  # getpass.getuser() without the /etc/passwd the sandbox lacks
     return env | dict.fromkeys(THREAD_VARS, str(cfg.threads))  # torch takes its thread count from OMP
