@@ -292,7 +292,9 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as e:  # a lone surrogate: no file, store or interpreter would take it
-        raise EditError(f"{path} would not be UTF-8 text after the edit ({e.reason}); write plain text") from None
+        raise EditError(
+            f"{path} would not be UTF-8 text after the edit ({e.reason}); write plain text"
+        ) from None
     if files.get(path) == text:
         raise EditError(f"no change: the edit leaves {path} exactly as it was; change something")
     if path.endswith(".py"):
