@@ -21,6 +21,7 @@ from arts.search.methods.base import Method
 from arts.search.report import write_report
 from arts.tasks.evaluate import run_evaluation
 from arts.tasks.isolation import probe
+from arts.tasks.workcopy import remove
 
 
 def isolation() -> str:
@@ -57,7 +58,11 @@ def finish(run: Run, reason: str, method: Method) -> dict:
         if done:
             test_score = done[-1].payload["score"] if done[-1].payload.get("valid") else None
         else:
-            res = run_evaluation(task, best.files, run_dir / "test-work", split="test")
+            work = run_dir / "test-work"
+            try:
+                res = run_evaluation(task, best.files, work, split="test")
+            finally:  # the hidden test's working copy is no result of the run
+                remove(work)
             test_score = res.score if res.valid else None
             ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)
     if best is not None:

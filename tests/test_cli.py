@@ -245,11 +245,11 @@ def test_mutate_names_no_model_and_leaves_no_stray_folder(tmp_path, capsys):
     assert "seed:" in log and "best " in log  # the log has everything -q kept off the console
 
 
-@pytest.mark.xfail(reason="search/summary.py re-scores the answer in RUN/test-work and leaves it there")
 def test_a_finished_run_leaves_no_test_work_folder(tmp_path):
     run = tmp_path / "run"
     argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "1", "--run-dir", str(run), "-q"]
-    assert main(argv) == 0
+    main(argv)  # exits 1 when its one node is invalid; either way the hidden test ran
+    assert json.loads((run / "summary.json").read_text())["best"]["test_score"] is not None
     assert not (run / "test-work").exists()
 
 
