@@ -307,6 +307,9 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
         return plan
     plan.launcher, plan.hidden = launcher, list(hidden or [])
     plan.prefix = [*_bwrap_base(), "--size", str(cfg.memory_mb << 20), "--tmpfs", "/tmp"]
+    for p in _interpreter_paths():  # an interpreter under /tmp (a venv there) stays visible over the tmpfs
+        if p.is_relative_to("/tmp"):
+            plan.prefix += ["--ro-bind", str(p), str(p)]
     plan.prefix += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     if launcher:
         plan.prefix += ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]

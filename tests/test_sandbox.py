@@ -363,3 +363,18 @@ def test_answer_task_has_no_evaluate_split(tmp_path):
     )
     with pytest.raises(ValueError, match=r"no \[evaluate\] section"):
         run_evaluation(load_task(root), {"answer.json": "{}"}, tmp_path / "work")
+
+
+def test_an_interpreter_under_tmp_stays_visible_over_the_private_tmp(tmp_path, monkeypatch):
+    """A checkout (and its venv) under /tmp: the candidate's private /tmp must not hide the interpreter."""
+    import arts.tasks.isolation as isolation
+
+    require(probe().bwrap, "bubblewrap")
+    venv = Path("/tmp/some-checkout/.venv")
+    monkeypatch.setattr(isolation, "_interpreter_paths", lambda: (venv, Path("/usr/lib/python3")))
+    task = make_task(tmp_path)
+    plan = isolation.plan_for(task, task.config.evaluate, tmp_path / "work", None)
+    args = plan.prefix
+    tmpfs = args.index("--tmpfs")
+    binds = [i for i in range(len(args) - 2) if args[i] == "--ro-bind" and args[i + 1] == str(venv)]
+    assert binds and max(binds) > tmpfs  # bound after the tmpfs, which would otherwise cover it
