@@ -72,9 +72,13 @@ def _check(run_dir: Path, seen: dict) -> dict[str, int]:
     repeated = len(keys) - len(set(keys))
     best = state.best()
     summary = json.loads((run_dir / "summary.json").read_text())
-    disagree = summary["best"]["node"] != best.id or summary["best"]["score"] != best.raw_score
-    disagree |= summary["baseline"] is None
-    disagree |= any((run_dir / "best" / k).read_text() != v for k, v in best.files.items())
+    root = roots[0] if roots else None
+    if best is None:  # nothing scored: on a loaded machine the seed's own evaluation may time out
+        disagree = summary["best"]["score"] is not None or root is None or root.reason == ""
+    else:
+        disagree = summary["best"]["node"] != best.id or summary["best"]["score"] != best.raw_score
+        disagree |= any((run_dir / "best" / k).read_text() != v for k, v in best.files.items())
+    disagree |= root is None or summary["baseline"] != root.raw_score  # the seed was evaluated and stored
     return {"lost": lost, "duplicated": duplicated, "repeated": repeated, "disagree": int(disagree)}
 
 
