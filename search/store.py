@@ -12,7 +12,7 @@ fast with `StoreLocked` (naming the holder's pid) instead of letting two writers
 drops the lock when its holder dies, even by SIGKILL. The lock file descriptor is not inherited across
 `exec` (sandbox subprocesses cannot keep a run locked), but a bare `fork()` child does share it.
 
-Not done here: no read-only second reader, no deletes (records are retired by status, never removed).
+Not done here: no deletes (records are retired by status, never removed); writing node folders (`search.nodefiles`).
 """
 
 from __future__ import annotations
@@ -20,16 +20,15 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import shutil
 import sqlite3
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, TypeVar
 
+from arts.search.nodefiles import write_files
 from arts.search.state import (
     Event,
     Evidence,
@@ -124,16 +123,6 @@ def _load(cls: type[R], id: int, data: str) -> R:
     record = cls.model_validate_json(data)
     record.id = id  # `data` holds every field but the id, which is the row's primary key
     return record
-
-
-def _safe_relpath(node_id: int, name: str) -> PurePosixPath:
-    path = PurePosixPath(name)
-    if path.is_absolute() or not path.parts or ".." in path.parts:
-        raise ValueError(
-            f"node {node_id}: file path {name!r} must be relative and stay inside the node directory; "
-            "fix the path the executor wrote"
-        )
-    return path
 
 
 class Store:
@@ -350,42 +339,8 @@ class Store:
         return self.run_dir / "nodes" / str(node_id)
 
     def write_node_files(self, node: Node) -> Path:
-        """Write the node's editable files into its folder; returns the folder.
-
-        The files are staged in a sibling folder first: a new folder appears by one rename (all files or
-        none), an existing one gets each file replaced atomically (old or new content, never a torn file).
-        """
-        if not node.id:
-            raise ValueError("add the node to the store before writing its files (it has no id yet)")
-        paths = {_safe_relpath(node.id, name): text for name, text in node.files.items()}
-        target = self.node_dir(node.id)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".staging-{node.id}-", dir=target.parent))
-        staging.chmod(0o755)  # mkdtemp makes it 0700; it may become the node folder itself
-        try:
-            for rel, text in paths.items():
-                (staging / rel).parent.mkdir(parents=True, exist_ok=True)
-                (staging / rel).write_text(text, encoding="utf-8")
-            if not target.exists():
-                os.rename(staging, target)
-                return target
-            for rel in paths:
-                _real_folders(target, rel)
-                os.replace(staging / rel, target / rel)  # replaces a planted link, never follows it
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-        return target
-
-
-def _real_folders(target: Path, rel: PurePosixPath) -> None:
-    """Make the folders on the way to target/rel real ones: an evaluated program could write in a node's
-    folder, and a link it planted there (`pkg -> /etc`) must not steer a write elsewhere."""
-    folder = target
-    for part in rel.parts[:-1]:
-        folder = folder / part
-        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            folder.unlink()
-        folder.mkdir(exist_ok=True)
+        """Write the node's editable files into its folder (all or none; see `search.nodefiles`)."""
+        return write_files(self.node_dir(node.id), node)
 
 
 def _prepare(conn: sqlite3.Connection, db: Path, create: bool) -> None:
