@@ -302,7 +302,9 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
     plan.limits = [(getattr(resource, f"RLIMIT_{k}"), (v, v)) for k, v in limits.items()]
     if uid is not None:
         plan.stubs = stubs_of(uid)
-        plan.mounts = _base_mounts((*_interpreter_paths(), workdir), plan.stubs)
+        # the launcher's folder too: bwrap, run as the uid, reads it from a checkout that may sit in a 0700
+        # folder (a mktemp clone); inside bwrap's own root only the launcher file is bound
+        plan.mounts = _base_mounts((*_interpreter_paths(), workdir, LAUNCHER.parent), plan.stubs)
     if not iso.bwrap:
         return plan
     plan.launcher, plan.hidden = launcher, list(hidden or [])
