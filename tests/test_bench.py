@@ -125,7 +125,7 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
     ]
     ev += [Event(id=4 + r, kind="round_start", payload={"round": r}, ts=10 * r) for r in (1, 2)]
     state = SearchState(rollouts=rollouts, events={e.id: e for e in ev})
-    first, skipped = learning(state, kl_on=True)
+    first, skipped = learning(state)
     assert first["update_s"] == 2.0 and first["round_s"] == pytest.approx((40 - 10 - 2) / 2)
     assert first["update"] == 1 and first["applied"] and first["groups"] == 2
     assert first["mean_reward"] == pytest.approx(0.25)  # group means 0.5 and 0
@@ -134,7 +134,6 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
     h = -(4 / 6 * math.log2(4 / 6) + 2 * (1 / 6) * math.log2(1 / 6))
     assert first["entropy_targets"] == pytest.approx(h) and first["entropy_parents"] == pytest.approx(h)
     assert first["kl"] == 0.25 and not skipped["applied"] and math.isnan(skipped["mean_reward"])
-    assert learning(state, kl_on=False)[0]["kl"] is None  # 0.0 without kl_coef means "not computed"
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:

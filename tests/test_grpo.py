@@ -114,6 +114,14 @@ def test_kl_penalty_uses_the_base_model_without_a_copy(tiny_backend):
     assert 0 <= stats.clip_fraction <= 1
 
 
+def test_kl_is_measured_without_the_penalty(tiny_backend):
+    """The drift to the base is a diagnostic every update reports, not only a loss term."""
+    config = GRPOConfig(lr=1e-2, epochs=2)
+    opt = attach(tiny_backend, "drift", config)
+    stats = update(tiny_backend, "drift", [make_group(tiny_backend, "drift", [1, 0, 0, 0])], config, opt)
+    assert config.kl_coef == 0 and stats.kl > 0
+
+
 def test_masked_ratio_is_one_before_the_first_update(trained_backend):
     """Old log-probs recorded under the grammar mask, new ones from the training forward under the same
     mask: the ratio is exactly 1 when both batch the same rows (as in one update), and 1 to float

@@ -106,7 +106,8 @@ class UpdateStats(BaseModel):
     clip_fraction: float = 0.0
     """Share of action tokens whose ratio was clipped (0 in the first epoch: the ratio is 1 there)."""
     kl: float = 0.0
-    """Mean per-token KL to the base model (computed only when kl_coef > 0)."""
+    """Mean per-token KL (k3 estimate) of the adapter to the base model on the groups' action tokens: always
+    measured, as the drift diagnostic; part of the loss only when kl_coef > 0."""
     grad_norm: float = 0.0
     """Gradient norm before clipping, at the last step."""
     seconds: float = 0.0
@@ -186,13 +187,13 @@ def group_loss(
     clipped = ratio.clamp(1 - config.clip_eps, 1 + high)
     per_token = -torch.min(ratio * adv, clipped * adv)
     info = {"clipped": float(((ratio != clipped) & mask).sum()), "tokens": float(mask.sum()), "kl": 0.0}
+    with torch.no_grad(), model.disable_adapter():
+        ref, _ = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
+    delta = (ref - new).masked_fill(~mask, 0.0)  # padding's log-probs are not finite
+    kl = torch.exp(delta) - delta - 1  # k3 estimator, as TRL's GRPO
+    info["kl"] = float((kl.detach() * mask).sum())
     if config.kl_coef > 0:
-        with torch.no_grad(), model.disable_adapter():
-            ref, _ = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
-        delta = ref - new
-        kl = torch.exp(delta) - delta - 1  # k3 estimator, as TRL's GRPO
         per_token = per_token + config.kl_coef * kl
-        info["kl"] = float((kl.detach() * mask).sum())
     loss = (per_token * mask).sum() / mask.sum()
     if not torch.isfinite(loss):
         raise FloatingPointError(

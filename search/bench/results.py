@@ -13,9 +13,9 @@ come from the store, since the summary keeps no history.
   events, the mean of the groups' mean rewards and the fraction of actions rewarded above 0; from its
   proposals (each group's candidate list, once), the entropy in bits of the candidates' targets (the
   name a directed hypothesis changes, else the axis) and of their parent nodes, where a fall towards 0
-  shows the proposals collapsing onto one move; the KL to the base only where the run computed it
-  (`ttt.grpo.kl_coef > 0`; the update's `kl` is 0 otherwise, which would read as "no drift"); and the
-  update's seconds beside the mean seconds of the window's rounds.
+  shows the proposals collapsing onto one move; the update's KL of the adapter to the base on the
+  window's sampled actions (measured by every update, whatever `ttt.grpo.kl_coef`); and the update's
+  seconds beside the mean seconds of the window's rounds.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import bisect
 import json
 import math
-import sys
 from collections import Counter
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
@@ -33,11 +32,6 @@ from typing import Any
 from arts.search.bench.plan import SESSIONS_FILE, Job, final_summary
 from arts.search.state import Node, SearchState
 from arts.search.store import Store, StoreError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 @dataclass
@@ -72,8 +66,8 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
             state = store.load_state()
     except StoreError as e:  # e.g. someone continued the run by hand: the row stands without its history
         return RunResult(row | {"error": f"store not read: {e}"})
-    kl_on, starts = _kl_coef(job.run_dir) > 0, _sessions(job.run_dir)
-    return RunResult(row, curve(state, starts), learning(state, kl_on, run_clock(state, starts)))
+    starts = _sessions(job.run_dir)
+    return RunResult(row, curve(state, starts), learning(state, run_clock(state, starts)))
 
 
 def _sessions(run_dir: Path) -> list[float]:
@@ -81,11 +75,6 @@ def _sessions(run_dir: Path) -> list[float]:
     if not path.exists():
         return []
     return [json.loads(line)["start"] for line in path.read_text().splitlines() if line.strip()]
-
-
-def _kl_coef(run_dir: Path) -> float:
-    cfg = tomllib.loads((run_dir / "config.toml").read_text())
-    return float(cfg.get("ttt", {}).get("grpo", {}).get("kl_coef", 0.0))
 
 
 def active_clock(stamps: Sequence[float], starts: Sequence[float]) -> Callable[[float], float]:
@@ -153,9 +142,7 @@ def _target(candidate: dict[str, Any]) -> str:
     return found[1] if found else str(candidate.get("axis", ""))
 
 
-def learning(
-    state: SearchState, kl_on: bool, clock: Callable[[float], float] | None = None
-) -> list[dict[str, Any]]:
+def learning(state: SearchState, clock: Callable[[float], float] | None = None) -> list[dict[str, Any]]:
     """Per TTT update (applied or skipped), what the rounds since the previous one showed; with the run's
     clock, also the mean seconds of those rounds (from the first one's start to the update's, less the
     update's own seconds), to weigh what an update costs against a round."""
@@ -190,7 +177,7 @@ def learning(
                 "rewarded_fraction": sum(x > 0 for x in flat) / len(flat) if flat else math.nan,
                 "entropy_targets": entropy([_target(c) for c in cands]),
                 "entropy_parents": entropy([c.get("parent") for c in cands]),
-                "kl": p.get("kl") if kl_on else None,
+                "kl": p.get("kl"),
                 "loss": p.get("loss"),
                 "update_s": p.get("seconds"),
                 "round_s": busy / (until - since) if until > since else math.nan,
