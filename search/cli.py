@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from arts.search.bench.cli import add_parser as add_bench_parser
 from arts.search.cli_runs import (
+    cmd_credit,
     cmd_export,
     cmd_report,
     cmd_rollouts_export,
@@ -317,6 +318,16 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--model", help="base model (default: the runs' scientist model)")
     tr.set_defaults(fn=cmd_train)
 
+    cr = sub.add_parser(
+        "credit",
+        help="did test-time training learn what pays off? the adapter's shift against later rewards",
+        description="For a TTT run: over pairs of actions of one proposal with different rewards, the share "
+        "where the adapter in force (trained on earlier rounds only) raised the better action's log-probability "
+        "over the base model's more than the worse one's. 0.5 is no learning. Writes RUN_DIR/credit.json.",
+    )
+    cr.add_argument("run_dir")
+    cr.add_argument("--model", help="the scientist's base weights (default: the run's model)")
+    cr.set_defaults(fn=cmd_credit)
     sv = sub.add_parser(
         "serve", help="serve a local model (and adapter) through the OpenAI protocol", populate=serve_flags
     )

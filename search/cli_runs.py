@@ -94,6 +94,27 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_credit(args: argparse.Namespace) -> int:
+    import json
+
+    from arts.search.config import ModelConfig
+    from arts.search.learning import credit_check
+    from arts.search.run import make_backend
+    from arts.training.checkpoint import checkpoint_path, read_state
+
+    state, cfg, model = _load_run(args.run_dir)
+    if not any(r.adapter for r in state.rollouts.values()):
+        raise ValueError(f"{args.run_dir} has no rollouts sampled under a TTT adapter; run it with --ttt")
+    local = args.model or (cfg.ttt.trainer_model if cfg else None) or model
+    backend = make_backend(ModelConfig(model=local), lambda u: None, 0)
+    zero = checkpoint_path(Path(args.run_dir), 0)
+    warm = zero.is_dir() and "warm_start" in read_state(zero)
+    check = credit_check(state, backend, warm=warm)
+    (Path(args.run_dir) / "credit.json").write_text(json.dumps(check.model_dump(), indent=2))
+    print(check.line())
+    return 0
+
+
 def serve_flags(parser: argparse.ArgumentParser) -> None:
     from arts.policy.backends.serve import add_arguments
 

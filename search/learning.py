@@ -32,7 +32,8 @@ from typing import Any
 from arts.policy.base import BackendError
 from arts.rewards import RewardConfig, group_rewards
 from arts.search.ledger import Ledger
-from arts.search.state import Rollout
+from arts.search.state import Rollout, SearchState
+from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
 from arts.training.ttt import ActionGroup, Trainer
 
@@ -127,6 +128,12 @@ class Learning:
             values = self.trainer.old_logprobs(rollout.prompt, rollout.json_schema, texts)
             self._scored.update({(rollout.group, t): v for t, v in zip(texts, values)})
         return self._scored[key]
+
+    def credit(self) -> CreditCheck:
+        """The credit check of this run so far (`training.credit`), recorded as a `credit_check` event."""
+        check = credit_check(self.ledger.state, self.trainer.backend, warm=self.trainer.init is not None)
+        self.ledger.event("credit_check", **check.model_dump())
+        return check
 
     def after_round(self, round: int) -> None:
         """Rewards for the finished groups; every M rounds, an update on what was collected."""
@@ -224,6 +231,32 @@ class Learning:
         if drift > DRIFT:
             self.ledger.event("ttt_old_logprob_drift", group=first.group, max_abs=drift)
         return old
+
+
+def credit_check(state: SearchState, backend: Any, *, warm: bool = False) -> CreditCheck:
+    """The credit check (`training.credit`) of a run's rewarded rollouts: each one's stored log-prob under
+    the adapter that sampled it against the base model's, on `backend` (the scientist's base weights, with or
+    without adapters loaded). Checkpoint 0's rollouts count only after a warm start."""
+    by_group: dict[int, list[Rollout]] = defaultdict(list)
+    for r in state.rollouts.values():
+        trained = r.adapter is not None and (warm or r.adapter != "adapters/0")
+        if trained and r.reward is not None and r.old_logprob is not None:
+            by_group[r.group].append(r)
+    actions = []
+    for group, members in sorted(by_group.items()):
+        first = members[0]
+        if first.tokens and all(r.tokens == first.tokens and len(r.span) == 2 for r in members):
+            spans = [(r.span[0], r.span[1]) for r in members]
+            base = base_span_logprobs(backend, first.prompt, first.json_schema or {}, first.tokens, spans)
+            base = base or [None] * len(members)
+        else:
+            base = base_text_logprobs(backend, first.prompt, first.json_schema, [r.action for r in members])
+        actions += [
+            CreditAction(group, r.reward, r.old_logprob, b)
+            for r, b in zip(members, base)
+            if b is not None and r.reward is not None and r.old_logprob is not None
+        ]
+    return credit(actions)
 
 
 def _update_event(k: int, round: int, stats: dict[str, Any], scoring_s: float) -> dict[str, Any]:

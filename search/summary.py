@@ -67,6 +67,9 @@ def finish(run: Run, reason: str, method: Method) -> dict:
             ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)
     if best is not None:
         _write_best(run_dir, best.files)
+    check = run.learning.credit() if run.learning is not None else None
+    if check is not None:
+        run.log(check.line())
     nodes = [n for n in state.nodes.values() if n.parent is not None]
     root = next((n for n in state.nodes.values() if n.parent is None), None)
     m = run.meter
@@ -109,6 +112,7 @@ def finish(run: Run, reason: str, method: Method) -> dict:
             "count": len(ledger.events("update")),
             "steps": [e.payload for e in ledger.events("update")],
         },
+        "credit": check.model_dump() if check is not None else None,
     }
     tmp = run_dir / ".summary.json.tmp"
     tmp.write_text(json.dumps(summary, indent=2))

@@ -255,6 +255,8 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
         curve = [(0, 0.0, 4.0), (3, 1.0, best)]
         ups = [{"update": 1, "round": 1, "applied": True, "mean_reward": 0.5, "rewarded_fraction": 0.5,
                 "entropy_targets": 1.0, "entropy_parents": 0.0, "kl": None, "loss": 0.1}]  # fmt: skip
+        if method == "arts-ttt":  # the credit check: concordance 0.6 and 0.8 over 3 pairs each
+            row |= {"credit_concordance": 0.6 + 0.2 * seed, "credit_pairs": 3}
         return RunResult(row | {"updates": len(ups)}, curve, ups if method == "arts-ttt" else [])
 
     results = [run("arts", 0, 3.0), run("arts", 1, 2.0), run("arts-ttt", 0, 1.0), run("arts-ttt", 1, 1.0)]
@@ -267,6 +269,20 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
     assert "| arts-ttt − arts | 1 | 0.375 [0.250, 0.500] |" in text  # 0.75 - {0.25, 0.375, 0.5}
     assert "## Learning (test-time training)" in text and "](learning.png)" in text
     assert len(pd.read_csv(cfg.out / "updates.csv")) == 2 and (cfg.out / "learning.png").exists()
+    assert f"| {task.name} | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
+    assert "| all tasks | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
+    assert list(runs.credit_pairs.fillna(0)) == [0, 0, 3, 3]
+
+
+def test_a_run_made_before_the_credit_check_takes_it_from_arts_credit(tmp_path):
+    from arts.search.bench.results import _credit
+
+    (tmp_path / "credit.json").write_text(json.dumps({"concordance": 0.75, "pairs": 8}))
+    assert _credit(tmp_path, {"credit": None}) == {"credit_concordance": 0.75, "credit_pairs": 8}
+    assert _credit(tmp_path, {"credit": {"concordance": None, "pairs": 0}}) == {
+        "credit_concordance": None, "credit_pairs": 0,
+    }  # fmt: skip
+    assert _credit(tmp_path / "none", {}) == {}
 
 
 @pytest.mark.slow
@@ -282,3 +298,5 @@ def test_arts_ttt_runs_train_in_the_bench_and_each_update_is_reported(tmp_path, 
     assert ups.entropy_targets.notna().all() and ups.round_s.gt(0).all()
     assert "## Learning (test-time training)" in (out / "summary.md").read_text()
     assert (out / "learning.png").exists()
+    # every TTT run ends with its credit check
+    assert pd.read_csv(out / "runs.csv").credit_pairs.notna().all()

@@ -126,6 +126,12 @@ def optimality_gap_ci(strata: Strata, **kw) -> Interval:
     return bootstrap_ci(strata, _gap_last, **kw)
 
 
+def mean_ci(strata: Strata, **kw) -> Interval:
+    """The mean over runs x tasks with its stratified bootstrap interval (e.g. the credit check's concordance,
+    where every run's value already pools many pairs and trimming would drop runs)."""
+    return bootstrap_ci(strata, lambda parts: np.mean(np.concatenate(parts, axis=-1), axis=-1), **kw)
+
+
 def iqm_difference_ci(a: Strata, b: Strata, **kw) -> Interval:
     """IQM(a) - IQM(b), each over its own runs x tasks, with a bootstrap interval that resamples both
     methods' runs independently within each task (their runs are separate experiments)."""

@@ -23,14 +23,21 @@ from typing import Any
 import pandas as pd
 
 from arts.search.bench import figures
-from arts.search.bench.metrics import Interval, iqm_ci, iqm_difference_ci, normalised_score, optimality_gap_ci
+from arts.search.bench.metrics import (
+    Interval,
+    iqm_ci,
+    iqm_difference_ci,
+    mean_ci,
+    normalised_score,
+    optimality_gap_ci,
+)
 from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
 from arts.search.bench.results import RunResult
 from arts.tasks.base import Task
 
 COLUMNS = [
     "task", "method", "seed", "status", "best", "test_score", "baseline", "evaluations", "tokens", "seconds",
-    "updates", "normalised", "stopped_because", "run_dir", "error",
+    "updates", "credit_concordance", "credit_pairs", "normalised", "stopped_because", "run_dir", "error",
 ]  # fmt: skip
 
 UPDATE_COLUMNS = [
@@ -181,11 +188,38 @@ def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     ]  # fmt: skip
     header = ["task", "method", "seed", "update", "round", "applied", "mean reward", "rewarded"]
     lines = ["## Learning (test-time training)", "", "Per update, over the rounds since the previous one; "]
-    lines[-1] += "entropies in bits over the candidates proposed; KL only where the run computed it. In the "
+    lines[-1] += "entropies in bits over the candidates proposed; KL of the adapter to the base on the "
+    lines[-1] += "update's actions (per token, before its step). In the "
     lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
     header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s"]
     lines += ["", *_table(header, body)]
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
+
+
+def credit_section(cfg: BenchConfig, rows: list[dict[str, Any]]) -> list[str]:
+    """Per method with TTT runs: the credit check's concordance, per task and pooled, with intervals."""
+    checked = [r for r in rows if _num(r.get("credit_concordance"))]
+    if not checked:
+        return []
+    lines = [
+        "## Credit check (did training learn what pays off?)",
+        "",
+        "Per run, over pairs of differently rewarded actions of one proposal: the share where the adapter in "
+        "force, trained on earlier rounds only, had raised the better action's log-probability over the base "
+        "model's more than the worse one's (`arts credit`). 0.5 is no learning; an interval above 0.5 says the "
+        "adapters preferred what later evaluations rewarded. Mean over runs, stratified bootstrap 95% interval.",
+        "",
+    ]
+    body = []
+    for method in dict.fromkeys(r["method"] for r in checked):
+        mine = [r for r in checked if r["method"] == method]
+        tasks = list(dict.fromkeys(r["task"] for r in mine))
+        strata = [[r["credit_concordance"] for r in mine if r["task"] == t] for t in tasks]
+        for t, values in zip([*tasks, "all tasks"], [*([s] for s in strata), strata]):
+            pairs = sum(r["credit_pairs"] or 0 for r in mine if t == "all tasks" or r["task"] == t)
+            ci = mean_ci(values, n_resamples=cfg.bootstrap_resamples)
+            body.append([t, method, str(sum(len(v) for v in values)), str(pairs), ci.fmt()])
+    return lines + _table(["task", "method", "runs", "pairs", "concordance [95% CI]"], body)
 
 
 def write_report(
@@ -225,6 +259,8 @@ def write_report(
     ]
     if updates:
         lines += ["", *learning_section(updates, pic)]
+    if credit := credit_section(cfg, rows):
+        lines += ["", *credit]
     if failed:
         lines += ["", "## Failed runs", ""]
         for r in failed:

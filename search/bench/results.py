@@ -60,6 +60,7 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "seconds": s["wall_s"],
         "updates": s.get("updates", {}).get("count", 0),
         "stopped_because": s["stopped_because"],
+        **_credit(job.run_dir, s),
     }
     try:
         with Store.open(job.run_dir, create=False) as store:
@@ -68,6 +69,17 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         return RunResult(row | {"error": f"store not read: {e}"})
     starts = _sessions(job.run_dir)
     return RunResult(row, curve(state, starts), learning(state, run_clock(state, starts)))
+
+
+def _credit(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """The credit check of a TTT run (`training.credit`): from its summary, or from `arts credit`'s
+    `credit.json` for a run whose summary has none (made before the check existed)."""
+    check = summary.get("credit")
+    if check is None and (run_dir / "credit.json").is_file():
+        check = json.loads((run_dir / "credit.json").read_text())
+    if not check:
+        return {}
+    return {"credit_concordance": check.get("concordance"), "credit_pairs": check.get("pairs")}
 
 
 def _sessions(run_dir: Path) -> list[float]:
