@@ -1,4 +1,4 @@
-"""The five built-in tasks: they load, their seeds reproduce the recorded baselines, and their evaluators
+"""The six built-in tasks: they load, their seeds reproduce the recorded baselines, and their evaluators
 refuse candidates that crash, cheat or return garbage.
 
 Commands run as the sandbox runs them (a fresh working copy, one thread, the task's memory limit, a
@@ -23,13 +23,21 @@ import pytest
 
 from arts.tasks.base import BUILTIN_DIR, Task, builtin_names, load_task
 
-NAMES = ["bin-packing-weibull", "char-lm", "circle-packing-26", "digits-classifier", "friedman-regression"]
+NAMES = [
+    "bin-packing-weibull",
+    "breast-cancer-tree",
+    "char-lm",
+    "circle-packing-26",
+    "digits-classifier",
+    "friedman-regression",
+]
 SLOW = {"char-lm"}  # one evaluation trains for 300 steps: about 25 s on two cores
 # How closely a rerun of the seed must match the recorded baseline. Pure numpy is exact up to libm;
 # accuracy moves in steps of 1/2514, so a BLAS difference elsewhere may flip a prediction or two;
 # 300 torch training steps amplify kernel differences between CPUs.
 BASELINE_TOL = {
     "bin-packing-weibull": 1e-9,
+    "breast-cancer-tree": 1e-9,
     "circle-packing-26": 1e-9,
     "friedman-regression": 1e-6,
     "digits-classifier": 1e-3,
