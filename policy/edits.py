@@ -21,7 +21,9 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from arts.policy.calls import call_sites, keyword_menus, set_keyword
 from arts.policy.expressions import pattern, returns, shape_error, visible_names
+from arts.policy.menus import value_menu
 from arts.policy.targets import (
     anchor,
     anchors,
@@ -34,7 +36,8 @@ from arts.policy.targets import (
     span,
 )
 
-OPS = ("set_constant", "set_return", "replace_function", "replace_lines", "write_file", "read_file")
+OPS = ("set_constant", "set_keyword", "set_return", "replace_function", "replace_lines", "write_file",
+       "read_file")  # fmt: skip
 VALUE_CHARS = 40
 """A constant's new value is a short one-line literal; the grammar caps it (and so forbids newlines)."""
 BODY_CHARS = 600
@@ -57,6 +60,16 @@ class SetConstant(_Action):
     name: str
     op: Literal["set_constant"] = "set_constant"
     value: int | float | str
+
+
+class SetKeyword(_Action):
+    """Set a keyword argument of a call (named by its callee, `policy.calls`) to a value of its menu;
+    the parameter's default removes the keyword."""
+
+    call: str
+    op: Literal["set_keyword"] = "set_keyword"
+    keyword: str
+    value: str
 
 
 class SetReturn(_Action):
@@ -113,12 +126,15 @@ def edit_schema(
     max_anchors: int = 40,
     only: set[str] | None = None,
     menus: dict[str, list[int | float]] | None = None,
+    keywords: dict[str, dict[str, list[str]]] | None = None,
 ) -> type[BaseModel]:
     """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
     value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
     within `window`, file names of `files`; `only` keeps just those constants and functions. Ops without a
     target are dropped. With `menus` (see `constant_menus`), each numeric constant has its own branch
-    whose value is an entry of its menu (no branch for an empty or missing menu). One branch gives its
+    whose value is an entry of its menu (no branch for an empty or missing menu). Each keyword argument
+    of a call with a menu (`keywords`, default `policy.calls.keyword_menus`) has its own set_keyword
+    branch; `only` keeps the calls or keywords it names. One branch gives its
     own model; several give `{"action": <anyOf branches>}`, a root object as every structured backend
     accepts. Raises EditError when no allowed op has a target."""
     if set(ops) - set(OPS):
@@ -146,6 +162,12 @@ def edit_schema(
                 add(SetConstant, "_" + name, name=(_enum([name]), ...), value=(_enum(menus[name]), ...))
         elif group:
             add(SetConstant, kind.__name__.title(), name=(_enum(group), ...), value=value)
+    kw_menus = keywords if keywords is not None else keyword_menus(files) if "set_keyword" in ops else {}
+    for call, menus_of in kw_menus.items() if "set_keyword" in ops else ():
+        for kw, menu in menus_of.items():
+            if menu and (only is None or call in only or kw in only):
+                at, value = (_enum([call]), ...), (_enum(menu), ...)
+                add(SetKeyword, f"_{len(models)}", call=at, keyword=(_enum([kw]), ...), value=value)
     for path, text in files.items() if "set_return" in ops else ():
         tree = parse(text) if path.endswith(".py") else None
         for name, fn in (function_nodes(tree) if tree else {}).items():
@@ -236,6 +258,16 @@ def _replace_function(files: dict[str, str], action: ReplaceFunction) -> tuple[s
     return path, "\n".join(lines[: start - 1] + head + body + lines[end:])
 
 
+def _set_keyword(files: dict[str, str], action: SetKeyword) -> tuple[str, str]:
+    for path, text in files.items():
+        if path.endswith(".py") and any(s.name == action.call for s in call_sites(text)):
+            try:
+                return path, set_keyword(text, action.call, action.keyword, action.value)
+            except (LookupError, ValueError) as e:
+                raise EditError(str(e).strip("'\"")) from None
+    raise EditError(f"no call {action.call!r} with keyword arguments in {list(files)}; pick one listed")
+
+
 def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
     try:
         ast.parse(action.expression, mode="eval")
@@ -281,6 +313,7 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
     op = getattr(action, "op", None)
     appliers = dict(
         set_constant=_set_constant,
+        set_keyword=_set_keyword,
         set_return=_set_return,
         replace_function=_replace_function,
         replace_lines=_replace_lines,
@@ -320,29 +353,6 @@ def _code(tree: ast.Module) -> str:
             if isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
                 node.body = body[1:] or [ast.Pass()]
     return ast.dump(tree)
-
-
-MENU_FACTORS = (0.25, 0.5, 0.8, 1.25, 2.0, 4.0)
-"""A numeric constant's new value is its value times one of these (`value_menu`)."""
-
-
-def value_menu(value: int | float) -> list[int | float]:
-    """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
-    >= 1 where positive, plus steps of one and two: DEGREE = 1 has 2, 3 and 4), or small magnitudes of
-    both signs for a zero; every entry differs from `value`. The executor's grammar offers these
-    (`constant_menus`), and the random-mutation baseline draws from them: both act over the same values."""
-    out: list[int | float]
-    if value == 0:
-        out = (
-            [-2, -1, 1, 2] if isinstance(value, int) else [s * 10.0**e for e in (-3, -2, -1) for s in (1, -1)]
-        )
-    elif isinstance(value, int):
-        out = [max(round(value * f), 1) if value > 0 else round(value * f) for f in MENU_FACTORS]
-        steps = (-2, -1, 1, 2) if value > 2 or value < 0 else (1, 2)  # a positive int stays >= 1
-        out += [value + d for d in steps]
-    else:
-        out = [float(f"{value * f:.4g}") for f in MENU_FACTORS]
-    return sorted({v for v in out if v != value})
 
 
 def constant_menus(

@@ -25,14 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
+from arts.policy.calls import call_sites, keyword_menus
 from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, unwrap
 from arts.policy.executor_prompt import action_prompt, one_line, window
 from arts.policy.scientist import directed_target
 from arts.policy.targets import Targets, list_targets
 from arts.tasks.base import EvalResult
 
-EditOp = Literal["set_constant", "set_return", "replace_function", "replace_lines", "write_file"]
-SIMPLE_OPS = {"set_constant", "set_return"}
+EditOp = Literal[
+    "set_constant", "set_keyword", "set_return", "replace_function", "replace_lines", "write_file"
+]
+SIMPLE_OPS = {"set_constant", "set_keyword", "set_return"}
 """Ops whose every grammatical answer is a well-formed edit: offered first to a small model."""
 
 
@@ -62,7 +65,7 @@ class ExecutorConfig(BaseModel):
     and the hypothesis is given up at the third such repeat. Measured on bin-packing with the 135M
     default, 46 of 136 executor calls repeated an action already rejected for the same hypothesis."""
     ops: list[EditOp] = Field(
-        ["set_constant", "set_return", "replace_function", "replace_lines"], min_length=1
+        ["set_constant", "set_keyword", "set_return", "replace_function", "replace_lines"], min_length=1
     )
     """Edit actions offered to the model. A seedless task's first action is always write_file, and
     read_file is offered whenever several files are editable."""
@@ -118,19 +121,27 @@ def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
     """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
     gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
     move = directed_target(hypothesis)
-    if move is None or move[0] == "rewrite" or move[1] not in constant_menus(files):
+    if move is None or move[0] not in ("increase", "decrease") or move[1] not in constant_menus(files):
         return {}
     return {move[1]: 1 if move[0] == "increase" else -1}
 
 
 def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
-    """Constants and functions of `files` that the hypothesis names (whole words, any case)."""
-    names = {n for p, t in files.items() if p.endswith(".py") for n in _names(list_targets(t))}
+    """Constants, functions, calls and keyword arguments of `files` that the hypothesis names (whole
+    words, any case)."""
+    names = {n for p, t in files.items() if p.endswith(".py") for n in _names(t)}
     return {n for n in names if re.search(rf"\b{re.escape(n)}\b", hypothesis, re.IGNORECASE)}
 
 
-def _names(targets: Targets) -> list[str]:
-    return [*targets.constants, *targets.functions]
+def _names(text: str) -> list[str]:
+    targets: Targets = list_targets(text)
+    sites = call_sites(text)
+    return [
+        *targets.constants,
+        *targets.functions,
+        *(s.name for s in sites),
+        *(k for s in sites for k in s.menus),
+    ]
 
 
 def _ops_of(schema: type[BaseModel]) -> list[str]:
@@ -153,6 +164,18 @@ def program_key(files: dict[str, str]) -> str:
                 pass  # keyed by its text
         h.update(path.encode() + b"\0" + text.encode() + b"\0")
     return h.hexdigest()
+
+
+def _fresh(
+    current: dict[str, str], known: Callable[[dict[str, str]], str | None] | None, seen: dict[str, str]
+) -> Callable[[dict[str, str]], bool]:
+    """Whether an edit of `current` gives a program not yet evaluated (in this run or the search)."""
+
+    def fresh(edited: dict[str, str]) -> bool:
+        program = {**current, **edited}
+        return program_key(program) not in seen and not (known and known(program))
+
+    return fresh
 
 
 def feedback(result: EvalResult, limit: int) -> str:
@@ -197,6 +220,7 @@ class Executor:
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
             menus = self._menus(work, current, known, seen, sides) if cfg.value_menu else None
+            keywords = keyword_menus(work, _fresh(current, known, seen)) if "set_keyword" in cfg.ops else {}
             if menus is not None and any(not menus.get(name) for name in sides):
                 way = "above" if max(sides.values()) > 0 else "below"
                 last_error = (
@@ -204,7 +228,7 @@ class Executor:
                 )
                 break
             schema = self._schema(
-                work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus
+                work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus, keywords
             )
             ctx = {
                 "task_summary": task_summary,
@@ -258,12 +282,7 @@ class Executor:
         """Each numeric constant's value menu, less the values whose program already ran (here or in
         the search): a small model otherwise repeats a rejected value until its actions run out. `sides`
         (from a directed hypothesis) keeps only the values on the hypothesis's side of the current one."""
-
-        def fresh(edited: dict[str, str]) -> bool:
-            program = {**current, **edited}
-            return program_key(program) not in seen and not (known and known(program))
-
-        return constant_menus(work, fresh, sides)
+        return constant_menus(work, _fresh(current, known, seen), sides)
 
     def _schema(
         self,
@@ -274,6 +293,7 @@ class Executor:
         only: set[str] | None,
         constants_only: bool = False,
         menus: dict[str, list] | None = None,
+        keywords: dict[str, dict[str, list[str]]] | None = None,
     ) -> type[BaseModel]:
         """This step's action schema: a draft for a seedless task; else the configured ops (plus read_file
         with several files), narrowed to `only` when given and any target is left, else whole-file writes.
@@ -285,18 +305,18 @@ class Executor:
             named = ops & (
                 SIMPLE_OPS if cfg.constants_first and constants_only else SIMPLE_OPS | {"replace_function"}
             )
-            for allowed in (named, ops & {"set_constant", "set_return", "replace_function"}):
+            for allowed in (named, ops & (SIMPLE_OPS | {"replace_function"})):
                 try:
-                    return edit_schema(work, allowed, focus, span, only=only, menus=menus)
+                    return edit_schema(work, allowed, focus, span, only=only, menus=menus, keywords=keywords)
                 except EditError:
                     pass  # the named targets cannot be edited by these ops
         elif constants_only and cfg.constants_first and ops & SIMPLE_OPS:
             try:
-                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menus=menus)
+                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menus=menus, keywords=keywords)
             except EditError:
                 pass  # no constants and no one-line returns in this program
         try:
-            return edit_schema(work, ops, focus, span, cfg.max_anchors, menus=menus)
+            return edit_schema(work, ops, focus, span, cfg.max_anchors, menus=menus, keywords=keywords)
         except EditError:
             return edit_schema(work, {"write_file"}, focus=focus)
 

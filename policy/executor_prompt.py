@@ -14,6 +14,7 @@ import re
 
 from arts.policy.base import Message
 from arts.policy.call import chat
+from arts.policy.calls import call_sites, call_source
 from arts.policy.targets import list_targets
 
 SYSTEM = (
@@ -22,6 +23,7 @@ SYSTEM = (
 )
 OP_HELP = {
     "set_constant": "set_constant: a constant's name and its new value (a Python literal)",
+    "set_keyword": "set_keyword: a call, one of its keyword arguments and the new value",
     "set_return": "set_return: a function and the new expression it returns",
     "replace_function": "replace_function: a function's name and its whole new body",
     "replace_lines": "replace_lines: first and last line to replace (as numbered above) and the new text",
@@ -81,6 +83,11 @@ def action_prompt(
     consts = {k: v for k, v in (targets.constants if targets else {}).items() if only is None or k in only}
     if consts and "set_constant" in ops:
         parts.append("Constants: " + ", ".join(f"{k} = {one_line(v, 30)}" for k, v in consts.items()))
+    if "set_keyword" in ops and targets is not None:
+        sites = [s for s in call_sites(text) if only is None or s.name in only or set(s.menus) & only]
+        calls = [f"{s.name}: {call_source(text, s)} takes {', '.join(list(s.menus)[:8])}" for s in sites]
+        if calls:
+            parts.append("Calls:\n" + "\n".join(calls))
     functions = [f for f in (targets.functions if targets else []) if only is None or f in only]
     if functions and "replace_function" in ops:
         parts.append(f"Functions: {', '.join(functions)}")

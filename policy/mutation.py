@@ -5,8 +5,9 @@ executor add can be measured against chance over the same moves. `random_edit` d
 action of the kinds the executor may emit: a numeric constant moved to an entry of its value menu
 (set_constant, the menu the executor's grammar offers), a numeric literal or an operator inside a
 function rewritten as replace_lines over its line (+ and -, * and /, < and > swapped; a unary minus
-dropped), or a random return expression under the set_return grammar. Each action is checked with
-`apply_edit`, exactly as a model's would be, before it is returned.
+dropped), a keyword argument of a call moved to an entry of its menu (set_keyword, the menus of
+`policy.calls`), or a random return expression under the set_return grammar. Each action is checked
+with `apply_edit`, exactly as a model's would be, before it is returned.
 Not done: choosing the program to mutate or judging the result (the search's `mutate` method does).
 """
 
@@ -18,8 +19,10 @@ import random
 
 from pydantic import BaseModel
 
-from arts.policy.edits import EditError, ReplaceLines, SetConstant, SetReturn, apply_edit, value_menu
+from arts.policy.calls import keyword_menus
+from arts.policy.edits import EditError, ReplaceLines, SetConstant, SetKeyword, SetReturn, apply_edit
 from arts.policy.expressions import random_expression, returns, visible_names
+from arts.policy.menus import value_menu
 from arts.policy.targets import anchor, function_nodes, list_targets, number, parse, span
 
 
@@ -89,7 +92,8 @@ def _mutated(node: ast.expr) -> str:
 
 
 def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseModel, str, str | None]]:
-    """One random (action, path, intended text or None) per kind the file offers: constant, literal."""
+    """One random (action, path, intended text or None) per kind the file offers: constant, keyword
+    argument, literal, operator, return expression."""
     tree = parse(text) if path.endswith(".py") else None
     if tree is None:
         return []
@@ -98,6 +102,13 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
     if consts:
         name = rng.choice(sorted(consts))
         out.append((SetConstant(name=name, value=_perturb(consts[name], rng)), path, None))
+    calls = keyword_menus({path: text})
+    if calls:
+        call = rng.choice(sorted(calls))
+        keyword = rng.choice(sorted(calls[call]))
+        out.append(
+            (SetKeyword(call=call, keyword=keyword, value=rng.choice(calls[call][keyword])), path, None)
+        )
     literals = _numbers(text, tree)
     if literals:
         node = rng.choice(literals)
@@ -116,8 +127,8 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
 
 def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
     """A random applicable action for the random-mutation baseline, from the same action space: perturb a
-    numeric constant (set_constant); as replace_lines over its line, perturb a numeric literal in a
-    function or an operator (swap + and -, * and /, < and >; drop a unary minus); or a random return
+    numeric constant (set_constant) or a keyword argument of a call (set_keyword); as replace_lines over
+    its line, perturb a numeric literal in a function or an operator (swap + and -, * and /, < and >; drop a unary minus); or a random return
     expression of the set_return grammar. Raises EditError when the files hold nothing to change."""
     for _ in range(20):
         cands = [c for path, text in files.items() for c in _candidates(path, text, rng)]
@@ -130,4 +141,4 @@ def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
             continue
         if intended is None or new[path] == intended:
             return action
-    raise EditError(f"no numeric constant, literal or operator to mutate in {list(files)}")
+    raise EditError(f"no numeric constant, literal, operator or keyword argument to mutate in {list(files)}")

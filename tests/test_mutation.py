@@ -26,7 +26,7 @@ def test_random_edit_always_applies_and_keeps_ints_ints(seed):
 
 
 def test_random_edit_without_numbers_raises():
-    with pytest.raises(EditError, match="no numeric constant, literal or operator"):
+    with pytest.raises(EditError, match="no numeric constant, literal, operator or keyword argument"):
         random_edit({"a.py": "NAME = 'x'\n"}, random.Random(0))
 
 

@@ -50,7 +50,7 @@ def make_task(root: Path) -> Path:
     return root
 
 
-MOVE = re.compile(r"\(?((?:increase|decrease|rewrite)(?:\|increase|\|decrease)*)\)? (\w+)")
+MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrease)*)\)? (\w+)")
 """The first move of a directed hypothesis pattern: its verbs and its target."""
 
 
@@ -116,6 +116,15 @@ class RuleBackend:
         if purpose not in ("executor", ""):
             return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
         text = json.dumps(schema.model_json_schema())
+        if '"set_constant"' not in text and '"set_keyword"' in text:  # `tune k`: the first menu's first value
+            js = schema.model_json_schema()
+            spec = next(
+                d["properties"]
+                for d in [js, *js.get("$defs", {}).values()]
+                if "keyword" in d.get("properties", {})
+            )
+            action = {k: v.get("const", (v.get("enum") or [None])[0]) for k, v in spec.items()}
+            return {"action": action} if "action" in schema.model_fields else action
         if '"set_constant"' not in text and (f := re.search(r"SetReturn_(\w+)", text)):  # `rewrite value`
             action = {
                 "function": f.group(1),

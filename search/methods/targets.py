@@ -1,8 +1,9 @@
 """What a directed hypothesis may name, most promising first (the `small` profile's target ordering).
 
 A 135M scientist writes useful hypotheses only when the grammar hands it real targets of the best program:
-each numeric constant with the directions whose value menu still holds a program not yet evaluated, and
-each function whose return the executor can set. The order matters because each of the K candidates gets
+each numeric constant with the directions whose value menu still holds a program not yet evaluated,
+each function whose return the executor can set, and each keyword argument of a call whose menu still
+holds a program not yet evaluated (`tune k`). The order matters because each of the K candidates gets
 its own share (`policy.scientist.spread`): targets whose latest test raised the best score lead, then
 untested ones, then the least recently tested. Not done here: the grammar itself (`policy.scientist`).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
+from arts.policy.calls import keyword_menus
 from arts.policy.edits import constant_menus
 from arts.policy.scientist import Moves, directed_target
 from arts.policy.targets import list_targets, return_functions
@@ -26,8 +28,9 @@ def knobs(node: Node, limit: int = 8) -> str:
 
 def example(state: SearchState, rng: random.Random) -> str | None:
     """A concrete hypothesis about a real target of the best node, drawn at random each round: a numeric
-    constant, or else a function that ends in a one-line return (the 135M model copies the example's form,
-    so it must name something that exists)."""
+    constant, or else a function that ends in a one-line return, or else a keyword argument of a call
+    (the 135M model copies the example's form, so it must name something that exists); None when the
+    program has none of these."""
     best = state.best()
     files = best.files if best else {}
     pairs = [(k, v) for text in files.values() for k, v in list_targets(text).constants.items()]
@@ -39,12 +42,17 @@ def example(state: SearchState, rng: random.Random) -> str | None:
     if returns:
         name, params = rng.choice(returns)
         return f"make {name} return a better expression of {', '.join(params)}"
+    calls = keyword_menus({p: t for p, t in files.items() if p.endswith(".py")})
+    if calls:
+        call = rng.choice(sorted(calls))
+        keyword = rng.choice(sorted(calls[call]))
+        return f"set {keyword} of {call} to {calls[call][keyword][0]}"
     return None
 
 
 def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -> Moves | None:
-    """The moves left at the best node, most promising first; None when the program has constants but
-    every value of every menu has run (nothing is left to try)."""
+    """The moves left at the best node, most promising first; None when the program has constants or
+    keyword arguments with menus but every value of every menu has run (nothing is left to try)."""
     best = state.best()
     if best is None:
         return {}
@@ -63,7 +71,9 @@ def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -
             moves[name] = verbs
     for text in files.values():
         moves.update((name, ("rewrite",)) for name, _ in return_functions(text))
-    if names and not moves:
+    tunable = keyword_menus(files, fresh)
+    moves.update((k, ("tune",)) for menus in tunable.values() for k in menus if k not in moves)
+    if (names or keyword_menus(files)) and not moves:
         return None
     return by_promise(moves, list(state.nodes.values()))
 

@@ -1,0 +1,189 @@
+"""Keyword arguments of calls as typed edits: menus read from real signatures, the set_keyword grammar,
+edits that compile and run, and the executor and the random-mutation baseline acting over the same menus."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from arts.policy.calls import call_sites, keyword_menus
+from arts.policy.edits import EditError, SetKeyword, apply_edit, edit_schema, unwrap
+from arts.policy.executor import Executor, ExecutorConfig
+from arts.policy.menus import library_signature, param_menu
+from arts.policy.mutation import random_edit
+from arts.tasks.base import EvalResult
+from tests.test_executor import ScriptedBackend
+
+TREE = """from sklearn.tree import DecisionTreeRegressor
+
+
+def build():
+    return DecisionTreeRegressor(random_state=0)  # the seed
+"""
+ORDER = """import numpy as np
+
+
+def order(x, reverse=False):
+    return np.argsort(x, kind="stable")
+
+
+def ranks(x):
+    return order(x)
+"""
+
+
+def test_menus_come_from_the_estimators_declared_constraints():
+    sig = library_signature("sklearn.tree.DecisionTreeRegressor")
+    params = {p.name: p for p in sig.params}
+    assert param_menu(params["max_depth"])[:4] == ["1", "2", "3", "4"]  # None by default: a grid
+    assert set(param_menu(params["splitter"])) == {"'random'"}  # 'best' is the default
+    assert "'absolute_error'" in param_menu(params["criterion"])
+    assert param_menu(params["min_samples_split"]) == ["3", "4", "8"]  # >= 2, as declared
+    seeds = param_menu(params["random_state"], current=0)
+    assert "-1" not in seeds and "1" in seeds and seeds[-1] == "None"  # the default removes it
+    assert param_menu(params["min_weight_fraction_leaf"]) == ["0.001", "0.01", "0.1"]  # within [0, 0.5]
+
+
+def test_menus_of_numpy_functions_read_the_docstrings_options_and_skip_layout_parameters():
+    (site, local) = call_sites(ORDER)
+    assert site.name == "np.argsort" and set(site.menus) == {"kind"}  # axis, order: layout, not offered
+    assert site.menus["kind"][:3] == ["'quicksort'", "'mergesort'", "'heapsort'"]
+    assert local.name == "order" and local.menus == {"reverse": ["True"]}  # the program's own function
+
+
+def test_only_installed_libraries_are_imported_for_a_signature():
+    text = "import subprocess\n\n\ndef go(x):\n    return subprocess.run(x, check=True)\n"
+    assert call_sites(text) == []  # subprocess is not a package whose signatures are read
+    assert library_signature("os.system") is None
+
+
+def test_set_keyword_changes_adds_and_removes_keywords_and_keeps_comments():
+    files = {"m.py": TREE}
+    out = apply_edit(files, SetKeyword(call="DecisionTreeRegressor", keyword="max_depth", value="3"))
+    assert "DecisionTreeRegressor(random_state=0, max_depth=3)  # the seed" in out["m.py"]
+    out = apply_edit(files, SetKeyword(call="DecisionTreeRegressor", keyword="random_state", value="7"))
+    assert "DecisionTreeRegressor(random_state=7)" in out["m.py"]
+    out = apply_edit(files, SetKeyword(call="DecisionTreeRegressor", keyword="random_state", value="None"))
+    assert "DecisionTreeRegressor()" in out["m.py"]
+    with pytest.raises(EditError, match="takes no keyword 'depth'"):
+        apply_edit(files, SetKeyword(call="DecisionTreeRegressor", keyword="depth", value="3"))
+    with pytest.raises(EditError, match="no call 'Lasso'"):
+        apply_edit(files, SetKeyword(call="Lasso", keyword="alpha", value="3"))
+
+
+def test_a_positional_argument_is_not_offered_again_as_a_keyword():
+    text = "import numpy as np\n\n\ndef grid():\n    return np.linspace(0, 1, 5)\n"
+    (site,) = call_sites(text)
+    assert "num" not in site.menus and site.menus["endpoint"] == ["False"]
+    text = text.replace("np.linspace(0, 1, 5)", "np.linspace(0, 1)")
+    assert "num" in call_sites(text)[0].menus  # now free: 50 scaled
+
+
+def test_grammar_offers_each_keyword_its_own_menu_and_refuses_values_off_it():
+    schema = edit_schema({"m.py": TREE}, {"set_keyword"})
+    text = json.dumps(schema.model_json_schema())
+    assert '"max_depth"' in text and '"DecisionTreeRegressor"' in text
+    ok = {"call": "DecisionTreeRegressor", "op": "set_keyword", "keyword": "max_depth", "value": "4"}
+    assert unwrap(schema.model_validate({"action": ok})).value == "4"
+    for bad in ({**ok, "value": "5"}, {**ok, "value": "'absolute_error'"}, {**ok, "keyword": "depth"}):
+        with pytest.raises(ValidationError):
+            schema.model_validate({"action": bad})
+
+
+def test_the_set_keyword_grammar_compiles_for_the_decoder():
+    xgr = pytest.importorskip("xgrammar")
+    schema = edit_schema({"m.py": TREE, "o.py": ORDER}, {"set_keyword", "set_constant", "replace_lines"})
+    xgr.Grammar.from_json_schema(
+        json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
+    )
+
+
+def _fit(program: str) -> subprocess.CompletedProcess:
+    code = (
+        "import m; from sklearn.datasets import load_wine; X, y = load_wine(return_X_y=True); "
+        "print(m.build().fit(X, y).score(X, y))"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=program
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_every_menu_entry_of_an_estimator_builds_one_that_fits(tmp_path, seed):
+    """Every keyword and value the grammar offers gives a program that compiles and runs (in a child
+    process), not only one that parses; a few edits of each seed, stacked."""
+    files, rng = {"m.py": TREE}, random.Random(seed)
+    for _ in range(4):
+        menus = keyword_menus(files)["DecisionTreeRegressor"]
+        kw = rng.choice(sorted(menus))
+        files = apply_edit(
+            files, SetKeyword(call="DecisionTreeRegressor", keyword=kw, value=rng.choice(menus[kw]))
+        )
+    (tmp_path / "m.py").write_text(files["m.py"])
+    run = _fit(str(tmp_path))
+    assert run.returncode == 0, files["m.py"] + run.stderr[-800:]
+    assert 0 <= float(run.stdout.strip()) <= 1
+
+
+def test_random_mutation_draws_keyword_edits_from_the_same_menus():
+    files = {"m.py": TREE}
+    edits = [random_edit(files, random.Random(s)) for s in range(40)]
+    keyword = [e for e in edits if e.op == "set_keyword"]
+    assert len(keyword) >= 10  # no constant here: keywords and the literal 0 are what there is
+    menus = keyword_menus(files)["DecisionTreeRegressor"]
+    assert all(e.value in menus[e.keyword] for e in keyword)
+
+
+def test_the_executor_offers_keyword_edits_first_on_a_program_without_constants():
+    answer = {"call": "DecisionTreeRegressor", "op": "set_keyword", "keyword": "max_depth", "value": "3"}
+    backend, seen = ScriptedBackend([answer]), []
+
+    def validate(files: dict[str, str]) -> EvalResult:
+        seen.append(files["m.py"])
+        return EvalResult(valid=True, score=1.0)
+
+    result = Executor(backend, ExecutorConfig()).run(
+        "tune max_depth of the tree", {"m.py": TREE}, ["m.py"], validate
+    )
+    prompt = backend.calls[0]["prompts"][-1]["content"]
+    assert "Calls:\nDecisionTreeRegressor: DecisionTreeRegressor(random_state=0) takes" in prompt
+    schema = json.dumps(backend.calls[0]["schema"].model_json_schema())
+    assert '"max_depth"' in schema and '"ccp_alpha"' not in schema  # narrowed to the keyword named
+    assert result.result.valid and "max_depth=3" in seen[0]
+
+
+# ---- the breast-cancer-tree built-in: a program that builds a library object, no constant ----
+
+
+def test_arts_with_a_scripted_model_tunes_the_keywords_of_the_seeds_tree(tmp_path, rules):
+    from arts.search.config import SearchConfig
+    from arts.search.store import Store
+    from tests.test_search import run_with_rules
+
+    cfg = SearchConfig(task="breast-cancer-tree", group=2, budget={"evals": 3})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
+    assert nodes and all(n.hypothesis.startswith("tune ") for n in nodes)  # the only moves there are
+    edited = [n.files["model.py"] for n in nodes if n.status == "valid"]
+    assert edited and all("DecisionTreeClassifier(random_state=0, " in text for text in edited)
+    assert summary["valid_nodes"] >= 2  # the seed and at least one tuned tree
+
+
+def test_mutate_through_the_arts_command_sets_keyword_arguments(tmp_path):
+    from arts.search.cli import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    argv = ["search", "breast-cancer-tree", "--method", "mutate", "--evals", "4", "--group", "4", "--seed", "1",
+            "--run-dir", str(run), "-q"]  # fmt: skip
+    assert main(argv) == 0
+    with Store.open(run, create=False) as store:
+        nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
+    ops = [n.transcript[0]["action"]["op"] for n in nodes]
+    assert "set_keyword" in ops and {"valid"} <= {n.status for n in nodes}
