@@ -8,6 +8,7 @@ import contextlib
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -177,9 +178,13 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
     first, second = out / "runs" / "task-a--mutate--s0", out / "runs" / "task-a--greedy--s0"
     try:
         _wait_for(
-            lambda: final_summary(first) is not None and "round 1" in _read(second / "bench.log"),
+            lambda: (
+                final_summary(first) is not None
+                and "round 1" in _read(second / "bench.log")
+                and "interim" in _read(out / "summary.md")
+            ),  # the interim report: written last
             60,
-            "one finished run and one under way",
+            "one finished run, its interim report, and one run under way",
         )
     finally:
         os.kill(bench.pid, signal.SIGKILL)  # the bench only: its workers must die with it
@@ -187,7 +192,9 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
     worker = json.loads((second / "bench-sessions.jsonl").read_text().splitlines()[0])["pid"]
     _wait_for(lambda: not _alive(worker), 10, "the worker of the killed bench to die")
     finished = {d: (d / "summary.json").read_text() for d in (out / "runs").iterdir() if final_summary(d)}
-    assert first in finished and second not in finished and not (out / "summary.md").exists()
+    assert first in finished and second not in finished
+    assert "still to run: an interim report" in (out / "summary.md").read_text()  # written after each run
+    assert list(pd.read_csv(out / "runs.csv").method) == ["mutate"]
 
     assert cmd_bench(parse(flags(3))) == 0  # the same command continues it (here three runs at a time)
 
@@ -217,6 +224,21 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
 
     with pytest.raises(ValueError, match="evals=3"):  # a different budget would mix incomparable runs
         cmd_bench(parse(flags(2, evals=4)))
+
+    # on a machine with the bench folder's tables but not its run folders: nothing is rerun or lost
+    tables = {name: pd.read_csv(out / name) for name in ("runs.csv", "updates.csv", "curves.csv")}
+    per_run = tables["curves.csv"].groupby(["task", "method", "seed"]).size()
+    assert len(per_run) == 4 and per_run.ge(4).all()  # the seed's point and one per experiment
+    shutil.rmtree(out / "runs")
+
+    def no_worker(job, threads):
+        raise AssertionError(f"{job.key} was run again")
+
+    monkeypatch.setattr("arts.search.bench.runner._launch", no_worker)
+    assert cmd_bench(parse(flags(2))) == 0
+    for name, before in tables.items():
+        pd.testing.assert_frame_equal(pd.read_csv(out / name), before, check_dtype=False)
+    assert (out / "summary.md").read_text() == text
 
 
 def _read(path: Path) -> str:

@@ -1,5 +1,5 @@
 """The bench's report: `runs.parquet` and `runs.csv` (one row per run), `updates.csv` (one row per TTT
-update), `summary.md`, and the figures (`figures`).
+update), `curves.csv` (every run's best-so-far points), `summary.md`, and the figures (`figures`).
 
 Per task, a run's normalised score puts the seed program at 0 and the reference at 1: the task's
 `metric.best_known` where `task.toml` gives one, else the best score any run of this bench found (in the
@@ -33,6 +33,7 @@ from arts.search.bench.metrics import (
 )
 from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
 from arts.search.bench.results import RunResult
+from arts.search.bench.tables import write_curves
 from arts.tasks.base import Task
 
 COLUMNS = [
@@ -223,8 +224,13 @@ def credit_section(cfg: BenchConfig, rows: list[dict[str, Any]]) -> list[str]:
 
 
 def write_report(
-    cfg: BenchConfig, tasks: dict[str, Task], results: list[RunResult], log: Callable[[str], None] = print
+    cfg: BenchConfig,
+    tasks: dict[str, Task],
+    results: list[RunResult],
+    log: Callable[[str], None] = print,
+    pending: int = 0,
 ) -> None:
+    """The tables, figures and `summary.md` of the given runs; `pending` runs are still to come."""
     out = cfg.out
     norms = normalise(tasks, results)
     rows = [r.row for r in results]
@@ -233,6 +239,7 @@ def write_report(
     frame.to_csv(out / "runs.csv", index=False)
     updates = [{**{k: r.row[k] for k in ("task", "method", "seed")}, **u} for r in results for u in r.updates]
     pd.DataFrame(updates, columns=UPDATE_COLUMNS).to_csv(out / "updates.csv", index=False)
+    write_curves(out, results)
     pics = {}
     for name in norms:
         mine = [r for r in results if r.row["task"] == name]
@@ -247,7 +254,8 @@ def write_report(
         f"# Bench {out}",
         "",
         f"{len(rows)} runs: tasks {', '.join(names)}; methods {', '.join(cfg.methods)}; seeds "
-        f"{', '.join(map(str, cfg.seeds))}; {cfg.evals} evaluations each; {model}{sets}. {len(failed)} failed.",
+        f"{', '.join(map(str, cfg.seeds))}; {cfg.evals} evaluations each; {model}{sets}. {len(failed)} failed."
+        + (f" {pending} still to run: an interim report." if pending else ""),
         "",
         "Normalised score: the seed program = 0, the reference (best known, else the best any run here found) "
         "= 1. IQM and optimality gap over runs x tasks (rliable), with stratified bootstrap 95% intervals "

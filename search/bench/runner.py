@@ -1,8 +1,9 @@
 """Running a bench: every job in a worker process, `jobs` at a time, then the report.
 
 A bench is resumable by construction: all its state is in its folder. Running the same command again
-keeps finished runs (their final `summary.json` exists), continues runs that have a store, and starts the rest;
-so a bench killed at any moment loses at most the experiments in flight. Two benches on one folder would
+keeps finished runs (their final `summary.json` exists, or, without their folder, a finished row in the
+folder's tables: `tables`), continues runs that have a store, and starts the rest; so a bench killed at any
+moment loses at most the experiments in flight. The tables and the report are rewritten after every run. Two benches on one folder would
 run the same jobs twice, so the bench holds an exclusive lock on `DIR/bench.lock`; and the settings that
 make runs comparable (budget, model, overrides) are kept in `DIR/bench.json` and must match on resume.
 
@@ -22,8 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, plan, prepare
+from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, folder_state, plan, prepare
 from arts.search.bench.results import RunResult, read_run
+from arts.search.bench.tables import RUNS, kept_results
 
 COMPARABLE = ("evals", "model", "overrides")
 """Settings every run of one bench folder must share."""
@@ -91,8 +93,11 @@ def _done_line(job: Job, rc: int, seconds: float) -> str:
     return f"{head}: best {s['best']['score']}  {s['evals']} evals  {seconds:.0f}s"
 
 
-def run_jobs(jobs: list[Job], parallel: int, log: Callable[[str], None]) -> dict[tuple, str]:
-    """Run the jobs, `parallel` at a time; returns the failures: job key -> the tail of its log."""
+def run_jobs(
+    jobs: list[Job], parallel: int, log: Callable[[str], None], on_done: Callable[[], None] = lambda: None
+) -> dict[tuple, str]:
+    """Run the jobs, `parallel` at a time, calling `on_done` after each; returns the failures: job key ->
+    the tail of its log."""
     threads = max(1, (os.cpu_count() or 1) // parallel)
     queue, running, failed = list(jobs), [], {}
     done = 0
@@ -109,6 +114,7 @@ def run_jobs(jobs: list[Job], parallel: int, log: Callable[[str], None]) -> dict
                 if rc != 0 or final_summary(r.job.run_dir) is None:
                     failed[r.job.key] = _tail(r.job.run_dir / LOG_FILE)
                 log(f"[{done}/{len(jobs)}] {_done_line(r.job, rc, time.time() - r.started)}")
+                on_done()
     finally:  # interrupted: stop the workers (their runs resume next time)
         for r in running:
             r.proc.terminate()
@@ -130,15 +136,37 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[RunR
     try:
         jobs = plan(cfg)  # first: a bench with a bad setting leaves no trace
         _check_same_settings(cfg)
-        todo = [j for j in jobs if prepare(j) != "finished"]
+        tasks = {t: resolve_task(t) for t in cfg.tasks}
+        kept = kept_results(cfg.out)  # finished runs whose folders this machine does not have
+        table = {
+            j.key: kept[key]
+            for j in jobs
+            if (key := (tasks[j.task].name, j.method, j.seed)) in kept and folder_state(j.run_dir) == "fresh"
+        }
+        todo = [j for j in jobs if j.key not in table and prepare(j) != "finished"]
         log(
             f"bench: {len(jobs)} runs ({len(cfg.tasks)} tasks x {len(cfg.methods)} methods x "
-            f"{len(cfg.seeds)} seeds), {len(jobs) - len(todo)} already finished; {cfg.evals} evals each"
+            f"{len(cfg.seeds)} seeds), {len(jobs) - len(todo)} already finished"
+            f"{f' ({len(table)} kept from {RUNS})' if table else ''}; {cfg.evals} evals each"
         )
-        failed = run_jobs(todo, cfg.jobs, log)
-        tasks = {t: resolve_task(t) for t in cfg.tasks}
-        results = [read_run(j, tasks[j.task].name, failed.get(j.key, "")) for j in jobs]
-        write_report(cfg, tasks, results, log)
-        return results
+
+        def results(failed: dict[tuple, str] | None) -> list[RunResult]:
+            """Every run's results; while the bench runs (failed is None), only the finished ones."""
+            out = []
+            for j in jobs:
+                if j.key in table:
+                    out.append(table[j.key])
+                elif failed is not None or final_summary(j.run_dir) is not None:
+                    out.append(read_run(j, tasks[j.task].name, (failed or {}).get(j.key, "")))
+            return out
+
+        def interim() -> None:  # the tables and the report stay current: a killed bench loses no result
+            done = results(None)
+            write_report(cfg, tasks, done, lambda line: None, pending=len(jobs) - len(done))
+
+        failed = run_jobs(todo, cfg.jobs, log, on_done=interim)
+        final = results(failed)
+        write_report(cfg, tasks, final, log)
+        return final
     finally:
         os.close(fd)
