@@ -54,7 +54,7 @@ class AnalysisConfig(BaseModel):
     cause_tokens: int = Field(100, gt=0)
     """Output cap per cause (three strings of up to 120 characters): a causes call may write k times
     this plus 20, above the usual 200 because a truncated list loses every cause at once."""
-    critique_tokens: int = Field(32, gt=0)
+    critique_tokens: int = Field(44, gt=0)
     """Output cap per critique, plus a fixed 24 for the wrapper."""
     judge_tokens: int = Field(80, gt=0)
     """Output cap of a judgement."""
@@ -106,6 +106,9 @@ class Critique(BaseModel):
     score: float = Field(ge=0, le=1)
     """How well the cause explains the evidence."""
     category: Category
+    criticality: float = Field(ge=0, le=1)
+    """How much the cause, if true, undermines the idea tested: 0 harmless, 1 fatal to it. Gates how deep
+    the revision goes (`search.investigation.attribution.route`)."""
 
 
 class Judgement(BaseModel):
@@ -225,9 +228,9 @@ class Analyst:
         user = (  # a third of the report: the causes already cite what in it matters
             f"{clip(report, self.config.report_chars // 3)}\n\nProposed causes of the failure:\n"
             f"{causes_text(causes)}"
-            "\n\nScore each cause from 0 (not supported by the evidence) to 1 (clearly shown), and give "
+            "\n\nScore each cause from 0 (not supported by the evidence) to 1 (clearly shown), give "
             "its correct category: implementation (code bug), design (evaluation or protocol) or method "
-            "(the idea)."
+            "(the idea), and its criticality from 0 (harmless to the idea) to 1 (fatal to it)."
         )
         tokens = 24 + k * self.config.critique_tokens
         parsed = self._call(CRITIC, user, schema, "critic", tokens, seed)

@@ -93,9 +93,9 @@ def test_causes_are_exactly_k_and_a_wrong_count_is_empty():
 
 def test_critic_is_an_independent_sceptical_call_keyed_by_index():
     scores = [
-        {"index": 1, "score": 0.9, "category": "implementation"},
-        {"index": 1, "score": 0.1, "category": "method"},
-        {"index": 0, "score": 0.4, "category": "method"},
+        {"index": 1, "score": 0.9, "category": "implementation", "criticality": 0.5},
+        {"index": 1, "score": 0.1, "category": "method", "criticality": 0.5},
+        {"index": 0, "score": 0.4, "category": "method", "criticality": 0.2},
     ]
     a, backend = analyst(critic={"scores": scores})
     out = a.critic(REPORT, [Cause(**CAUSE)] * 3)

@@ -97,15 +97,15 @@ def test_clamp_threshold_comes_from_the_config():
 def test_critic_scores_order_the_causes_and_ties_keep_order():
     causes = [cause(text=f"cause {i}") for i in range(3)]
     critiques = [
-        Critique(index=0, score=0.2, category="method"),
-        Critique(index=1, score=0.7, category="method"),
-        Critique(index=2, score=0.7, category="method"),
+        Critique(index=0, score=0.2, category="method", criticality=0.9),
+        Critique(index=1, score=0.7, category="method", criticality=0.9),
+        Critique(index=2, score=0.7, category="method", criticality=0.9),
     ]
     assert [r.index for r in rank(causes, critiques)] == [1, 2, 0]
     assert [r.index for r in rank(causes, [])] == [0, 1, 2]  # a failed critic: uniform scores
     partial = [
-        Critique(index=2, score=0.9, category="method"),
-        Critique(index=7, score=1.0, category="design"),
+        Critique(index=2, score=0.9, category="method", criticality=0.9),
+        Critique(index=7, score=1.0, category="design", criticality=0.9),
     ]
     assert [r.index for r in rank(causes, partial)] == [2, 0, 1]  # an unknown index is ignored
 
@@ -114,7 +114,7 @@ def test_critic_category_correction_changes_the_route():
     causes = [cause("method", "fatal"), cause("design", "minor")]
     plain = route(rank(causes, [])[0], None, CFG)
     assert plain.action == "pivot"
-    corrected = rank(causes, [Critique(index=0, score=0.8, category="implementation")])
+    corrected = rank(causes, [Critique(index=0, score=0.8, category="implementation", criticality=0.9)])
     assert corrected[0].corrected and corrected[0].cause.category == "implementation"
     assert route(corrected[0], None, CFG).action == "repair"
     assert causes[0].category == "method"  # the analyst's cause itself is not changed
@@ -182,9 +182,9 @@ CAUSES = {
 }
 CRITIC = {
     "scores": [
-        {"index": 0, "score": 0.9, "category": "method"},
-        {"index": 1, "score": 0.3, "category": "implementation"},
-        {"index": 2, "score": 0.1, "category": "design"},
+        {"index": 0, "score": 0.9, "category": "method", "criticality": 0.9},
+        {"index": 1, "score": 0.3, "category": "implementation", "criticality": 0.5},
+        {"index": 2, "score": 0.1, "category": "design", "criticality": 0.4},
     ]
 }
 JUDGE = {"reason": "weak but ran as intended", "valid_measurement": True, "confidence": 0.8}
@@ -220,6 +220,51 @@ def test_attribute_follows_the_critic_to_another_cause():
     critic = {"scores": [{**s, "score": 1.0 - s["score"]} for s in CRITIC["scores"]]}
     decision, _ = run(critic=critic)
     assert decision.index == 2 and decision.action == "fix_protocol"
+
+
+@pytest.mark.parametrize(
+    ("category", "criticality", "action"),
+    [
+        ("method", 0.1, "accept"), ("method", 0.3, "refine_local"), ("method", 0.6, "refine_structural"),
+        ("method", 0.8, "pivot"), ("implementation", 0.1, "accept"), ("implementation", 0.3, "repair"),
+        ("implementation", 1.0, "repair"), ("design", 0.2, "accept"), ("design", 0.9, "fix_protocol"),
+    ],
+)  # fmt: skip
+def test_the_critics_criticality_gates_the_depth_not_the_analysts_severity(category, criticality, action):
+    """SAGE's routing: the analyst labelled every cause minor; the critic's criticality decides."""
+    top = rank(
+        [cause(category, "minor")], [Critique(index=0, score=0.9, category=category, criticality=criticality)]
+    )
+    decision = route(top[0], None, CFG)
+    assert decision.action == action and decision.criticality == criticality
+
+
+def test_gates_rise_within_zero_and_one():
+    with pytest.raises(ValueError, match="rising order"):
+        AttributionConfig(gates=[0.5, 0.3, 0.8])
+    with pytest.raises(ValueError, match="rising order"):
+        AttributionConfig(gates=[0.2, 0.5, 1.5])
+
+
+def test_without_a_critic_the_analysts_labels_route_and_no_critic_is_asked():
+    backend = Scripted({"causes": CAUSES, "critic": CRITIC, "judge": JUDGE})
+    cfg = CFG.model_copy(update={"critic": False})
+    decision = attribute(Analyst(backend, AnalysisConfig()), "report", cfg, seed=1)
+    assert backend.purposes == ["causes", "judge"] and not decision.errors
+    assert decision.criticality is None and decision.routed == "pivot"  # method / fatal, the table's route
+
+
+def test_a_single_cause_is_enough_with_k_1():
+    backend = Scripted(
+        {
+            "causes": {"causes": CAUSES["causes"][1:2]},
+            "critic": {"scores": CRITIC["scores"][:1]},
+            "judge": JUDGE,
+        }
+    )
+    cfg = CFG.model_copy(update={"k": 1})
+    decision = attribute(Analyst(backend, AnalysisConfig()), "report", cfg, seed=1)
+    assert len(decision.causes) == 1 and decision.cause.cause == "a typo in the loss"
 
 
 def test_attribute_without_causes_is_none():

@@ -190,6 +190,10 @@ def _compare(b: RuleBackend, schema) -> dict:
     }
 
 
+CRITICALITY = {"minor": 0.3, "major": 0.6, "fatal": 0.9}
+"""The scripted critic's criticality for each severity the scripted causes carry: the gated route is the
+route of the table on those labels (minor: local, major: structural, fatal: pivot)."""
+
 ANALYSIS = {
     "plan": lambda b, schema: {
         "situation": "one constant X",
@@ -210,7 +214,12 @@ ANALYSIS = {
     },
     "critic": lambda b, schema: {
         "scores": [
-            {"index": i, "score": 0.9 - 0.1 * i, "category": b.cause[0]}
+            {
+                "index": i,
+                "score": 0.9 - 0.1 * i,
+                "category": b.cause[0],
+                "criticality": CRITICALITY[b.cause[1]],
+            }
             for i in range(_min(schema, "scores"))
         ]
     },

@@ -2,10 +2,11 @@
 
 One verdict from one call ("the idea was wrong") lets a single careless answer discard a sound idea. So a
 failed or stalled experiment gets K candidate causes (`policy.analysis.Analyst.causes`), an independent
-critic scores them and may correct their category, and the top-ranked cause is routed by a deterministic
-table: a wrong implementation is repaired, a wrong evaluation design gets its protocol fixed, a wrong
-method is refined locally (minor), refined structurally (major) or, only for a fatal flaw, pivoted away
-from. A verdict clamp stops a valid-but-weak result from discarding its hypothesis: when the judge says the
+critic scores them (support and criticality) and may correct their category, and the top-ranked cause is
+routed: its criticality gates the depth (SAGE): below the first gate the result is accepted; a wrong
+implementation is repaired, a wrong evaluation design gets its protocol fixed; a wrong method is refined
+locally, structurally or, past the last gate, pivoted away from. Without a critic (`critic = false`, or
+an unusable answer) a fixed table routes the analyst's own category and severity. A verdict clamp stops a valid-but-weak result from discarding its hypothesis: when the judge says the
 experiment validly measured it with enough confidence, a pivot is downgraded to a structural refinement.
 Stall detection and the distinctness check on pivots are pure functions of numbers and text.
 
@@ -19,11 +20,11 @@ import re
 import statistics
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arts.policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
 
-Action = Literal["repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
+Action = Literal["accept", "repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
 
 ROUTES: dict[tuple[Category, Severity], Action] = {
     ("implementation", "minor"): "repair",
@@ -36,7 +37,10 @@ ROUTES: dict[tuple[Category, Severity], Action] = {
     ("method", "major"): "refine_structural",
     ("method", "fatal"): "pivot",
 }
-"""(category, severity) -> action. Only a fatal method flaw discards the hypothesis."""
+"""(category, severity) -> action, on the analyst's own labels: the route when no critic scored the cause
+(`critic = false`, or its answer was unusable). Only a fatal method flaw discards the hypothesis."""
+DEPTHS: tuple[Action, ...] = ("accept", "refine_local", "refine_structural", "pivot")
+"""A method flaw's revision, deeper as the critic's criticality passes each of `AttributionConfig.gates`."""
 DISCARDING: frozenset[Action] = frozenset({"pivot"})
 """Actions that give the hypothesis up; the verdict clamp turns them into `CLAMPED_TO`."""
 CLAMPED_TO: Action = "refine_structural"
@@ -51,8 +55,28 @@ class AttributionConfig(BaseModel):
     """How failures are attributed and when the search counts as stalled."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    k: int = Field(3, ge=3, le=5)
-    """Candidate causes asked for per attribution."""
+    k: int = Field(3, ge=1, le=5)
+    """Candidate causes asked for per attribution (1: the single-hypothesis ablation)."""
+    critic: bool = True
+    """Score the causes with an independent critic (false: the no-critic ablation; the analyst's first
+    cause is routed on its own labels)."""
+    gates: list[float] = Field([0.25, 0.5, 0.8], min_length=3, max_length=3)
+    """Criticality gates of a scored cause: below the first, accept the result and move on; then a local
+    refinement, a structural one, and from the third on a pivot (a method flaw; a flaw of the code or the
+    evaluation is repaired or its protocol fixed, unless it is below the first gate)."""
+    mode: Literal["diagnosis", "reflection"] = "diagnosis"
+    """diagnosis: K causes, critic, judge and routing; reflection: one free-text reflection kept in the
+    memory and no routing (the reflection baseline)."""
+
+    @field_validator("gates")
+    @classmethod
+    def _rising(cls, v: list[float]) -> list[float]:
+        if any(not 0 <= g <= 1 for g in v) or sorted(v) != v:
+            raise ValueError(
+                f"gates {v}: three criticalities in [0, 1], in rising order (accept, local, structural)"
+            )
+        return v
+
     clamp_confidence: float = Field(0.6, ge=0, le=1)
     """A judge saying 'valid measurement' with at least this confidence stops a pivot."""
     window: int = Field(4, ge=2)
@@ -95,6 +119,8 @@ class RankedCause(BaseModel):
     score: float
     corrected: bool
     """Whether the critic changed the category."""
+    criticality: float | None = None
+    """The critic's criticality of the cause; None when no critic scored it."""
 
 
 class Decision(BaseModel):
@@ -111,6 +137,8 @@ class Decision(BaseModel):
     index: int
     """Its position in `causes`."""
     score: float
+    criticality: float | None = None
+    """The critic's criticality that gated the route; None: routed on the analyst's labels."""
     causes: list[Cause] = []
     """Every candidate cause, as the analyst wrote them."""
     critiques: list[Critique] = []
@@ -169,14 +197,31 @@ def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
                 cause=cause.model_copy(update={"category": category}),
                 score=crit.score if crit else UNSCORED,
                 corrected=category != cause.category,
+                criticality=crit.criticality if crit else None,
             )
         )
     return sorted(ranked, key=lambda r: (-r.score, r.index))
 
 
+def gated(category: Category, criticality: float, gates: list[float]) -> Action:
+    """The action for a cause the critic scored: its criticality gates the depth (SAGE). A method flaw is
+    accepted, refined locally, structurally or pivoted from; a flaw of the code is repaired and one of the
+    evaluation gets its protocol fixed, unless it is below the first gate (accepted)."""
+    depth = sum(criticality >= g for g in gates)
+    if category == "method":
+        return DEPTHS[depth]
+    if depth == 0:
+        return "accept"
+    return "repair" if category == "implementation" else "fix_protocol"
+
+
 def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig) -> Decision:
-    """The table's action for the top cause, clamped when a confident judge calls the measurement valid."""
-    routed = ROUTES[(top.cause.category, top.cause.severity)]
+    """The top cause's action (gated by the critic's criticality, else the table on the analyst's labels),
+    clamped when a confident judge calls the measurement valid."""
+    if top.criticality is not None:
+        routed = gated(top.cause.category, top.criticality, cfg.gates)
+    else:
+        routed = ROUTES[(top.cause.category, top.cause.severity)]
     clamp = (
         routed in DISCARDING
         and judgement is not None
@@ -190,6 +235,7 @@ def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig)
         cause=top.cause,
         index=top.index,
         score=top.score,
+        criticality=top.criticality,
         judgement=judgement,
     )
 
@@ -222,8 +268,9 @@ def distinct(text: str, archived: list[str], threshold: float) -> bool:
 def attribute(
     analyst: Analyst, report: str, cfg: AttributionConfig, seed: int | None = None
 ) -> Decision | None:
-    """causes -> critic -> judge -> rank -> route. None when no usable causes came back; a failed critic
-    leaves every cause at `UNSCORED`, a failed judge means no clamp."""
+    """causes -> critic -> judge -> rank -> route. None when no usable causes came back; a failed (or
+    switched off) critic leaves every cause at `UNSCORED`, routed on its labels; a failed judge means no
+    clamp."""
     errors: dict[str, str] = {}
 
     def note(name: str) -> None:
@@ -233,8 +280,8 @@ def attribute(
     causes = analyst.causes(report, cfg.k, seed=seed)
     if not causes:
         return None
-    critiques = analyst.critic(report, causes, seed=seed)
-    if not critiques:
+    critiques = analyst.critic(report, causes, seed=seed) if cfg.critic else []
+    if cfg.critic and not critiques:
         note("critic")
     judgement = analyst.judge(report, seed=seed)
     if judgement is None:
