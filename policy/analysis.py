@@ -121,6 +121,14 @@ class Judgement(BaseModel):
     confidence: float = Field(ge=0, le=1)
 
 
+class Reflection(BaseModel):
+    """One free-text reflection on a failed or stalled experiment (the reflection baseline)."""
+
+    model_config = _FORBID
+    reflection: str = Field(min_length=8, max_length=200)
+    """What went wrong and what to do differently next time."""
+
+
 class HypothesisVerdict(BaseModel):
     """The observation a comparison yields and how it bears on one hypothesis."""
 
@@ -238,6 +246,15 @@ class Analyst:
         for c in parsed.scores if parsed else []:
             seen.setdefault(c.index, Critique.model_validate(c.model_dump()))
         return list(seen.values())
+
+    def reflect(self, report: str, seed: int | None = None) -> str | None:
+        """One reflection instead of K causes, a critic and a judge (the reflection baseline)."""
+        user = (
+            f"{clip(report, self.config.report_chars)}\n\nThe experiment above failed or stalled. In one or "
+            "two sentences: what went wrong, and what to do differently next time."
+        )
+        parsed = self._call(ANALYST, user, Reflection, "reflect", self.config.judge_tokens, seed)
+        return parsed.reflection if parsed else None
 
     def judge(self, report: str, seed: int | None = None) -> Judgement | None:
         user = (

@@ -26,7 +26,7 @@ from arts.search.seeds import Seeds
 from arts.search.state import Node, Rollout
 from arts.tasks.base import EvalResult, Task
 from arts.tasks.evaluate import run_evaluation
-from arts.tasks.workcopy import write_file
+from arts.tasks.workcopy import remove, write_file
 
 Edit = Callable[[Node, Path], Node]
 """A baseline's own experiment: fills in the pending node (files, status, score) in its work folder."""
@@ -86,6 +86,21 @@ class Lab:
         write_output(workdir, res)
         return res
 
+    def remeasure(self, node: Node) -> EvalResult:
+        """Evaluate a node's program once more (its measurement is in doubt), spending one evaluation; the
+        node itself is not changed here."""
+        self.meter.take_eval()
+        work = self.ledger.store.run_dir / "remeasure-work"
+        try:
+            res = run_evaluation(self.task, node.files, work)
+        finally:  # the working copy of a second measurement is no result of the run
+            remove(work)
+        self.meter.eval_done(res.wall_s)
+        self.ledger.event(
+            "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200], node=node.id
+        )
+        return res
+
     def score(self, node: Node, res: EvalResult) -> Node:
         """Fill in a node from an evaluation result."""
         node.eval_s = res.wall_s
@@ -137,8 +152,11 @@ class Lab:
         axis: str,
         rollout: Rollout | None = None,
         edit: Edit | None = None,
+        instructions: str = "",
+        follows: int | None = None,
     ) -> Node:
-        """Run one experiment from `parent` and commit the node (pending first, so a kill leaves a trace)."""
+        """Run one experiment from `parent` and commit the node (pending first, so a kill leaves a trace);
+        `instructions` reach the executor besides the hypothesis; `follows` links a follow-up."""
         node = self.ledger.add(
             Node(
                 parent=parent.id,
@@ -149,6 +167,8 @@ class Lab:
                 files=parent.files,
                 status="pending",
                 rollout=rollout.id if rollout else None,
+                follows=follows,
+                instructions=instructions,
             )
         )
         workdir = self.node_dir(node.id)
@@ -192,6 +212,7 @@ class Lab:
             self.task.config.editable,
             lambda files: self.evaluate(files, workdir),
             task_summary=self.task.statement.strip().splitlines()[0][:200],
+            instructions=node.instructions,
             known=self.known_programs(),
             tried=tried_edits(self.state, names, self.task.normalise),
         )

@@ -72,6 +72,11 @@ class Node(Record):
     """The rollout (scientist action) that created this node; None for the seed and baseline methods."""
     adapter: str | None = None
     """The adapter checkpoint that proposed the action; None for the base model."""
+    follows: int | None = None
+    """The node this experiment follows up after its failure attribution: the failed one it repairs or
+    the one whose refined hypothesis it tests (`search.investigation.followups`); None otherwise."""
+    instructions: str = ""
+    """What the executor was told besides the hypothesis (a follow-up's fix)."""
     created: float = Field(default_factory=time.time)
     """Unix timestamp of creation."""
 

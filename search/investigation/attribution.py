@@ -94,6 +94,9 @@ class AttributionConfig(BaseModel):
     """How many times the loop asks again for a pivot that is distinct from the archived ones."""
     per_round: int = Field(1, ge=0)
     """At most this many failure attributions per round (each is 3 model calls)."""
+    follow_ups: int = Field(1, ge=0)
+    """Follow-up experiments (repairs, remeasurements, refinements) the next round runs first, at most;
+    0 leaves decisions as notes in the memory (the ablation of acting on them)."""
 
 
 class Trajectory(BaseModel):

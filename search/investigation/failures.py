@@ -1,7 +1,9 @@
 """Failure attribution over one round: which work is attributed, and each decision stored with its inputs.
 
 A round's failed or regressed nodes are attributed; when none is and the best-so-far curve has stalled
-(slope, volatility, marginal decay), the best node is, with the trajectory added to its report. At most
+(slope, volatility, marginal decay), the plateau is: its best experiment's report, with the trajectory
+features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
+plateau's experiments tested. In the reflection mode one free-text reflection replaces the diagnosis. At most
 `per_round` attributions run (each is three model calls). Not done here: the causes, critic, judge and
 routing table themselves (`attribution`), or applying a decision (`hypotheses.Exploit`).
 """
@@ -9,10 +11,17 @@ routing table themselves (`attribution`), or applying a decision (`hypotheses.Ex
 from __future__ import annotations
 
 from arts.policy.analysis import Analyst
-from arts.search.investigation.attribution import AttributionConfig, Decision, attribute, stalled, trajectory
+from arts.search.investigation.attribution import (
+    AttributionConfig,
+    Decision,
+    Trajectory,
+    attribute,
+    stalled,
+    trajectory,
+)
 from arts.search.investigation.reports import failed_or_regressed, report
 from arts.search.ledger import Ledger
-from arts.search.state import Node, SearchState
+from arts.search.state import Insight, Node, SearchState
 
 
 def best_so_far(state: SearchState) -> list[float]:
@@ -38,13 +47,20 @@ def attribute_round(
     state = ledger.state
     todo = [n for n in nodes if failed_or_regressed(state, n)]
     traj = trajectory(best_so_far(state), cfg)
-    if not todo and stalled(traj, cfg) and (best := state.best()) and best.parent:
-        todo = [best]
+    plateau: list[Node] = []
+    if not todo and stalled(traj, cfg):
+        plateau = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None]
+        plateau = plateau[-cfg.window :]
+        scored = [n for n in plateau if n.status == "valid" and n.score is not None]
+        todo = [max(scored, key=lambda n: n.score)] if scored else plateau[-1:]
     out: dict[int, Decision] = {}
     for n in todo[: cfg.per_round]:
         rep = report(state, n, ledger.store.node_dir(n.id))
-        if n in nodes and not failed_or_regressed(state, n):
-            rep += f"\nThe best-so-far curve has stalled: {traj.model_dump()}"
+        if plateau:
+            rep += "\n" + stall_text(traj, plateau)
+        if cfg.mode == "reflection":
+            reflect(ledger, analyst, rep, n, round, seed)
+            continue
         decision = attribute(analyst, rep, cfg, seed=seed)
         ledger.event(
             "routing",
@@ -53,7 +69,30 @@ def attribute_round(
             ok=decision is not None,
             decision=decision.model_dump() if decision else None,
             trajectory=traj.model_dump(),
+            plateau=[m.id for m in plateau],
         )
-        if decision is not None:
-            out[n.id] = decision
+        if decision is not None:  # a stall's decision applies to every experiment of the plateau
+            out.update({m.id: decision for m in plateau or [n]})
     return out
+
+
+def stall_text(traj: Trajectory, plateau: list[Node]) -> str:
+    """The trajectory features and the plateau's experiments, for the analyst."""
+    tried = "; ".join(f"node {n.id}: {n.hypothesis[:50]}" for n in plateau)
+    return (
+        f"The best-so-far curve has stalled over the last {len(plateau)} experiments (slope "
+        f"{traj.slope:.3f}, volatility {traj.volatility:.3f}, marginal decay {traj.marginal_decay:.2f} of "
+        f"its span). They tried: {tried}"
+    )
+
+
+def reflect(ledger: Ledger, analyst: Analyst, rep: str, node: Node, round: int, seed: int) -> None:
+    """The reflection baseline: one free-text reflection, kept in the memory the next prompts show."""
+    text = analyst.reflect(rep, seed=seed)
+    ledger.event("reflection", round=round, node=node.id, ok=text is not None, text=text)
+    if text is not None:
+        ledger.add(
+            Insight(
+                text=f"reflection on node {node.id}: {text}"[:200], kind="memory", node=node.id, round=round
+            )
+        )

@@ -15,21 +15,40 @@ from __future__ import annotations
 from collections import Counter
 
 from arts.policy.candidates import Candidate
-from arts.search.investigation import space
+from arts.policy.scientist import directed_target
+from arts.search.investigation import followups, space
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
-from arts.search.state import Hypothesis, Insight, SearchState
+from arts.search.state import Hypothesis, Insight, Node, SearchState
+
+
+def _target(text: str) -> str | None:
+    found = directed_target(text)
+    return found[1] if found else None
+
+
+def abandoned(state: SearchState) -> set[str]:
+    """What pivots gave up: the axes of archived hypotheses and the targets directed ones changed
+    (`increase LR` -> `LR`). The next proposals come from elsewhere: candidates on them are not drawn, and
+    the small profile's target menus leave them out."""
+    out = set()
+    for h in state.hypotheses.values():
+        if h.archived:
+            out |= {x for x in (h.axis, _target(h.text)) if x}
+    return out
 
 
 def admissible(state: SearchState, cands: list[Candidate], round: int, threshold: float) -> list[bool]:
     archived = [h.text for h in state.hypotheses.values() if h.archived]
+    given_up = abandoned(state)
     out = []
     for c in cands:
         h = space.find_hypothesis(state, c.hypothesis)
         cooling = h is not None and h.status == "set_aside" and h not in space.revivable(state, round)
         gone = h is not None and h.archived
         far = not archived or distinct(c.hypothesis, archived, threshold)
-        out.append(not cooling and not gone and far)
+        elsewhere = space.normalise_label(c.axis) not in given_up and _target(c.hypothesis) not in given_up
+        out.append(not cooling and not gone and far and elsewhere)
     return out
 
 
@@ -81,43 +100,84 @@ def tested(state: SearchState, node_ids: list[int]) -> list[Hypothesis]:
 class Exploit:
     """Keep, repair, refine or set aside each tested hypothesis (one round's decisions)."""
 
-    def __init__(self, ledger: Ledger, round: int, cooldown: int, observations: bool, memory: bool):
+    def __init__(
+        self,
+        ledger: Ledger,
+        round: int,
+        cooldown: int,
+        observations: bool,
+        memory: bool,
+        follow_ups: bool = True,
+    ):
         self.ledger, self.round, self.cooldown = ledger, round, cooldown
-        self.observations, self.memory = observations, memory
+        self.observations, self.memory, self.follow_ups = observations, memory, follow_ups
 
     def __call__(self, tested: list[Hypothesis], flawed: set[int], decisions: dict[int, Decision]) -> int:
         """Returns how many directions changed."""
         state, changed = self.ledger.state, 0
         for h in tested:
             h = state.hypotheses[h.id]
-            decision = next((decisions[n] for n in h.nodes if n in decisions), None)
+            node = next((n for n in h.nodes if n in decisions), None)
+            decision = decisions[node] if node is not None else None
             if h.id in flawed:
                 self.note(f"h{h.id}: the experiment was flawed; retest it", h.nodes[-1] if h.nodes else None)
                 continue
-            if decision is not None:
-                changed += self.route(h, decision)
-            elif self.observations and space.refuted(state, h.id):
+            if decision is not None and decision.action != "accept":
+                changed += self.route(h, decision, node)
+                continue
+            if decision is not None:  # accept: the result stands as measured, judged as any other
+                self.ledger.event("hypothesis_status", round=self.round, id=h.id, status="accepted")
+            if self.observations and space.refuted(state, h.id):
                 changed += self.commit(space.set_aside(h, self.round, self.cooldown), "set_aside", h)
             elif any(improved(state, n) for n in h.nodes):
                 changed += self.commit(space.retain(h, self.round), "retained", h)
         return changed
 
-    def route(self, h: Hypothesis, d: Decision) -> int:
-        """Apply a routing decision to its hypothesis."""
-        fix = d.cause.fix if d.cause else ""
-        node = h.nodes[-1] if h.nodes else None
+    def route(self, h: Hypothesis, d: Decision, node: int | None) -> int:
+        """Apply a routing decision to its hypothesis; `node` is the attributed node. Repairs, protocol
+        fixes and refinements schedule the next round's follow-up (`followups`); a pivot archives."""
+        state = self.ledger.state
+        fix, cause = (d.cause.fix, d.cause.cause) if d.cause else ("", "")
+        node = node if node is not None else (h.nodes[-1] if h.nodes else None)
+        attributed = state.nodes.get(node) if node is not None else None
         if d.action in ("repair", "fix_protocol"):
             what = "implementation" if d.action == "repair" else "evaluation protocol"
             self.note(f"h{h.id}: repair the {what}: {fix}", node)
+            if attributed is not None and attributed.parent is not None:
+                scored = attributed.status == "valid" and attributed.score is not None
+                remeasure = d.action == "fix_protocol" and scored
+                self.follow_up(
+                    "remeasure" if remeasure else "repair", d, h.id, attributed,
+                    attributed.id if remeasure else attributed.parent, h.text, h.axis,
+                    f"Node {attributed.id} tried this and failed: {cause}. Fix the {what}: {fix}",
+                )  # fmt: skip
             return 1
         if d.action in ("refine_local", "refine_structural"):
             child = self.ledger.add(space.refine(h, f"{h.text[:60]}; {fix}"[:120], self.round))
             self.ledger.event("hypothesis", round=self.round, id=child.id, text=child.text, refines=h.id)
             self.commit(space.set_aside(h, self.round, self.cooldown), "refined", h)
+            if attributed is not None and attributed.parent is not None:
+                start = followups.start_of(state, attributed)
+                self.follow_up(
+                    "refine", d, child.id, attributed, start, child.text, h.axis, f"Refined: {fix}"
+                )
             return 1
         self.commit(space.archive(h, self.round), "archived", h)  # pivot: a fatal flaw of the method
-        self.note(f"h{h.id} abandoned (fatal flaw): {d.cause.cause if d.cause else ''}", node)
+        self.note(f"h{h.id} abandoned (fatal flaw): {cause}", node)
         return 1
+
+    def follow_up(
+        self, step: str, d: Decision, hypothesis: int, node: Node, parent: int, text: str, axis: str,
+        instructions: str,
+    ) -> None:  # fmt: skip
+        """Schedule one follow-up, unless the attributed node is itself one (a chain stops after one)."""
+        if node.follows is not None or not self.follow_ups:
+            return
+        item = followups.FollowUp(
+            step=step, decision=d.action, hypothesis=hypothesis, node=node.id, parent=parent, text=text,
+            axis=axis, instructions=instructions[:300], round=self.round,
+        )  # fmt: skip
+        followups.schedule(self.ledger, item)
 
     def commit(self, moved: Hypothesis | None, what: str, h: Hypothesis) -> int:
         if moved is None:

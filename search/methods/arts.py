@@ -11,11 +11,12 @@ from __future__ import annotations
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import hypotheses, observations
+from arts.search.investigation import followups, hypotheses, observations, space
 from arts.search.investigation.failures import attribute_round
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
 from arts.search.methods.proposals import Proposed, propose, run_group
+from arts.search.state import Node
 
 
 @method("arts", makes_groups=True, registers_hypotheses=True)
@@ -24,12 +25,13 @@ def arts_round(run: Run) -> None:
     run.phase("plan")
     plan_once(ledger, analyst, run.task.statement, run.seeds.plan())
     before = hypotheses.novelty(ledger)
+    followed = follow_ups(run)
     run.phase("propose")
     proposed, ok = propose_admissible(run)
-    if not any(ok):
+    if not any(ok) and not followed:
         return
-    picks = pick(run, proposed, ok)
-    nodes = run_group(run, proposed, picks, register=True)
+    picks = pick(run, proposed, ok) if any(ok) else []
+    nodes = followed + run_group(run, proposed, picks, register=True)
     tested = hypotheses.tested(run.state, [n.id for n in nodes])
     decisions, flawed = {}, set()
     if cfg.components.attribution and analyst:
@@ -39,16 +41,71 @@ def arts_round(run: Run) -> None:
         )
         if decisions:
             run.log(routes_line(run.round, decisions))
+            tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
     if cfg.components.comparison and analyst and tested:
         run.phase("compare")
         on = cfg.components.observations
         flawed = observations.compare(ledger, analyst, tested, run.round, run.seeds.round(run.round), on)
     exploit = hypotheses.Exploit(
-        ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory
-    )
+        ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
+        follow_ups=cfg.attribution.follow_ups > 0,
+    )  # fmt: skip
     exploit(tested, flawed, decisions)
     if cfg.space.stop_when_stale and nodes and hypotheses.novelty(ledger) == before:
         run.meter.halt("the round added no new hypothesis, observation or direction")
+
+
+def follow_ups(run: Run) -> list[Node]:
+    """The experiments earlier decisions scheduled (`investigation.followups`), before any proposal."""
+    nodes = []
+    for _ in range(run.cfg.attribution.follow_ups):
+        if run.stop_reason(within_round=True) or (item := followups.take(run.ledger)) is None:
+            break
+        run.phase(f"follow up: {item.step} of node {item.node}")
+        node = remeasure(run, item) if item.step == "remeasure" else follow(run, item)
+        run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=node.id if node else None)
+        if node is not None:
+            run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {node.id}")
+            nodes.append(node)
+    return [n for n in nodes if n.follows is not None]  # a remeasured node is no new experiment
+
+
+def follow(run: Run, item: followups.FollowUp) -> Node | None:
+    """A repair or a refinement: the hypothesis again from `item.parent`, with the fix as instructions."""
+    state = run.state
+    parent, h = state.nodes.get(item.parent), state.hypotheses.get(item.hypothesis)
+    if parent is None or h is None or h.archived:
+        return None
+    if (moved := space.work(h, run.round)) is not None:  # a refinement's child enters the working set
+        h = run.ledger.update(moved)
+    node = run.lab.expand(parent, item.text, item.axis, instructions=item.instructions, follows=item.node)
+    found = run.lab.findings.pop(node.id, None)
+    observations.after_node(
+        run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
+    )
+    return node
+
+
+def remeasure(run: Run, item: followups.FollowUp) -> Node | None:
+    """A doubted measurement checked by repeating it: disagreeing, the node keeps the worse score."""
+    node = run.state.nodes.get(item.node)
+    if node is None or node.status != "valid" or node.score is None or node.raw_score is None:
+        return None
+    res = run.lab.remeasure(node)
+    first = node.raw_score
+    stable = res.valid and res.score is not None and followups.agree(res.score, first)
+    if not res.valid:
+        node.status = "invalid"
+        node.reason = f"measurement not reproduced: evaluated again, it failed ({res.reason[:120]})"
+    elif not stable and run.task.normalise(res.score) < node.score:
+        node.raw_score, node.score = res.score, run.task.normalise(res.score)
+    if not stable:
+        node.reason = (
+            node.reason or f"measurement unstable: {first:.6g}, then {res.score:.6g}; the worse kept"
+        )
+        run.ledger.update(node)
+    run.ledger.event("remeasure", round=run.round, node=node.id, first=first, second=res.score, stable=stable)
+    return node
 
 
 def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:

@@ -95,6 +95,8 @@ def propose(
             " to try (`--profile capable` or `--set scientist.directed=false` frees the hypotheses)"
         )
         return Proposed([], None)
+    if moves and (gone := hypotheses.abandoned(run.state)):  # a pivot: propose from elsewhere
+        moves = {name: verbs for name, verbs in moves.items() if name not in gone} or moves
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
     k = cfg.ttt.parents if cfg.ttt.enabled else cfg.scientist.parents

@@ -1,0 +1,200 @@
+"""Decisions that act: each route of a failure attribution changes what the next round does (a repair re-runs
+the hypothesis with the fix as instructions, a refinement runs its child, a protocol fix remeasures, a pivot
+keeps later proposals off the abandoned target, accept schedules nothing), a stall's decision reaches the
+hypotheses of the plateau, and the ablation switches change the run as named. Harness tests: the scripted
+RuleBackend answers every model call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from arts.policy.candidates import Candidate
+from arts.search.investigation import hypotheses
+from arts.search.state import Hypothesis, SearchState
+from arts.search.store import Store
+from tests.test_dual import _cfg
+from tests.test_search import make_task, run_with_rules
+
+
+def _state(run_dir):
+    with Store.open(run_dir, create=False) as store:
+        return store.load_state()
+
+
+def _events(state, kind):
+    return [e.payload for e in state.events.values() if e.kind == kind]
+
+
+def recorded(rules) -> list[tuple[str, str]]:
+    """(purpose, prompt text) of every call the scripted backend answers from now on."""
+    calls, real = [], rules.generate
+
+    def generate(prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        calls.append((purpose, json.dumps(prompts)))
+        return real(prompts, n, sampling, schema, adapter, purpose)
+
+    rules.generate = generate
+    return calls
+
+
+def test_a_repair_reruns_the_hypothesis_with_the_fix_as_the_executors_instructions(tmp_path, rules):
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    calls = recorded(rules)
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    (scheduled, *_) = _events(state, "follow_up_scheduled")
+    assert scheduled["step"] == "repair" and scheduled["decision"] == "repair"
+    failed = state.nodes[scheduled["node"]]
+    (done,) = [e for e in _events(state, "follow_up") if e["node"] == failed.id]
+    node = state.nodes[done["result"]]
+    assert node.follows == failed.id and node.parent == failed.parent and node.hypothesis == failed.hypothesis
+    assert node.round == failed.round + 1 and "use a finite X" in node.instructions
+    assert any(p == "executor" and "use a finite X" in text for p, text in calls)  # the executor was told
+    h = next(h for h in state.hypotheses.values() if failed.id in h.nodes)
+    assert node.id in h.nodes  # the repair is evidence on the same hypothesis
+
+
+def test_a_refinement_runs_its_child_hypothesis_with_lineage_next_round(tmp_path, rules):
+    rules.bad_edits, rules.cause = 2, ("method", "major")  # criticality 0.6: a structural refinement
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    (scheduled, *_) = _events(state, "follow_up_scheduled")
+    assert scheduled["step"] == "refine" and scheduled["decision"] == "refine_structural"
+    child = state.hypotheses[scheduled["hypothesis"]]
+    parent = state.hypotheses[child.parent]
+    assert scheduled["node"] in parent.nodes and parent.status == "set_aside"
+    (done,) = [e for e in _events(state, "follow_up") if e["hypothesis"] == child.id]
+    node = state.nodes[done["result"]]
+    assert node.hypothesis == child.text and node.follows == scheduled["node"] and node.id in child.nodes
+    assert child.status != "pending"  # drawn into the working set, no longer a note
+
+
+def test_a_protocol_fix_on_a_scored_node_remeasures_it(tmp_path, rules):
+    rules.cause = ("design", "major")
+    # every valid node is attributed (a stall at once), so a scored node's measurement is the one doubted
+    cfg = _cfg(tmp_path, budget={"evals": 8}, attribution={"window": 2, "min_slope": 1.0})
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    remeasured = _events(state, "remeasure")
+    assert remeasured and all(r["stable"] and r["first"] == r["second"] for r in remeasured)  # deterministic
+    assert all(state.nodes[r["node"]].status == "valid" for r in remeasured)  # a stable measurement stands
+
+
+def test_an_unstable_measurement_keeps_the_worse_score(tmp_path, rules):
+    task = make_task(tmp_path / "noisy")
+    noisy = "import random\n" + (task / "evaluate.py").read_text().replace(
+        "-(", "-random.uniform(1, 2) * ("
+    )  # each evaluation scales the error by a fresh factor
+    (task / "evaluate.py").write_text(noisy)
+    rules.cause = ("design", "major")
+    cfg = _cfg(tmp_path, budget={"evals": 8}, attribution={"window": 2, "min_slope": 1.0})
+    cfg = cfg.model_copy(update={"task": str(task)})
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    unstable = [r for r in _events(state, "remeasure") if not r["stable"]]
+    assert unstable, _events(state, "remeasure")
+    r = unstable[0]
+    node = state.nodes[r["node"]]
+    assert node.raw_score == pytest.approx(min(r["first"], r["second"])) and "unstable" in node.reason
+
+
+def test_accept_schedules_nothing_and_keeps_the_result(tmp_path, rules, monkeypatch):
+    import tests.test_search as ts
+
+    monkeypatch.setitem(ts.CRITICALITY, "major", 0.1)  # below the first gate: accept
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    summary = run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert summary["routing"].get("accept", 0) >= 1 and not _events(state, "follow_up_scheduled")
+    assert any(e["status"] == "accepted" for e in _events(state, "hypothesis_status"))
+
+
+def test_a_pivot_keeps_later_proposals_off_the_abandoned_target():
+    state = SearchState(
+        hypotheses={
+            1: Hypothesis(id=1, text="increase LR to 0.01", axis="lr", archived=True, status="set_aside"),
+        }
+    )
+    assert hypotheses.abandoned(state) == {"lr", "LR"}
+    cands = [
+        Candidate(parent=1, hypothesis="decrease LR to 0.001", axis="step size", probability=0.5),
+        Candidate(parent=1, hypothesis="raise the learning rate", axis="LR", probability=0.3),
+        Candidate(parent=1, hypothesis="increase BATCH to 128", axis="batch", probability=0.2),
+    ]
+    assert hypotheses.admissible(state, cands, round=3, threshold=0.5) == [False, False, True]
+
+
+def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_plateau(tmp_path):
+    from arts.policy.analysis import AnalysisConfig, Analyst
+    from arts.search.investigation.attribution import AttributionConfig
+    from arts.search.investigation.failures import attribute_round
+    from arts.search.ledger import Ledger
+    from arts.search.state import Node
+    from tests.test_search import RuleBackend
+
+    rules = RuleBackend()
+    calls = recorded(rules)
+    with Store.open(tmp_path / "run", create=True) as store:
+        ledger = Ledger(store)
+        root = ledger.add(Node(parent=None, status="seed", score=-4.0, raw_score=-4.0))
+        nodes = [
+            ledger.add(
+                Node(parent=root.id, round=r, status="valid", score=-1.0, raw_score=-1.0, hypothesis=t)
+            )
+            for r, t in [(1, "increase X"), (2, "decrease X"), (2, "decrease X again")]
+        ]  # three experiments, none better than the first: a flat curve, nothing failed or regressed
+        h1 = ledger.add(Hypothesis(text="increase X", axis="x", nodes=[nodes[0].id], status="working"))
+        h2 = ledger.add(
+            Hypothesis(text="decrease X", axis="x", nodes=[n.id for n in nodes[1:]], status="working")
+        )
+        cfg = AttributionConfig(window=3)
+        decisions = attribute_round(ledger, Analyst(rules, AnalysisConfig()), nodes[1:], cfg, round=2, seed=0)
+        assert set(decisions) == {n.id for n in nodes}  # the plateau, not only this round's nodes
+        (routing,) = [e.payload for e in ledger.state.events.values() if e.kind == "routing"]
+        assert routing["plateau"] == [n.id for n in nodes] and routing["node"] == nodes[0].id
+        causes = next(text for p, text in calls if p == "causes")
+        assert "has stalled over the last 3 experiments" in causes and "slope 0.000" in causes
+        tested = hypotheses.tested(ledger.state, list(decisions))
+        hypotheses.Exploit(ledger, 2, cooldown=2, observations=True, memory=True)(tested, set(), decisions)
+        state = ledger.state
+    assert state.hypotheses[h1.id].status == state.hypotheses[h2.id].status == "set_aside"
+    refined = {
+        e.payload["refines"]
+        for e in state.events.values()
+        if e.kind == "hypothesis" and "refines" in e.payload
+    }
+    assert refined == {h1.id, h2.id}  # both hypotheses of the plateau were refined
+
+
+@pytest.mark.parametrize(
+    ("attribution", "asked", "not_asked"),
+    [
+        ({"critic": False}, {"causes", "judge"}, {"critic", "reflect"}),
+        ({"k": 1}, {"causes", "critic", "judge"}, {"reflect"}),
+        ({"mode": "reflection"}, {"reflect"}, {"causes", "critic", "judge"}),
+    ],
+)
+def test_the_ablation_switches_change_the_calls(tmp_path, rules, attribution, asked, not_asked):
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    calls = recorded(rules)
+    run_with_rules(_cfg(tmp_path, budget={"evals": 6}, attribution=attribution), tmp_path / "run")
+    purposes = {p for p, _ in calls}
+    assert asked <= purposes and not (not_asked & purposes)
+    state = _state(tmp_path / "run")
+    if attribution.get("k") == 1:
+        (routing, *_) = [r for r in _events(state, "routing") if r["ok"]]
+        assert len(routing["decision"]["causes"]) == 1
+    if attribution.get("mode") == "reflection":
+        (text,) = [i.text for i in state.insights.values() if i.text.startswith("reflection on node")][:1]
+        later = [t for p, t in calls[[p for p, _ in calls].index("reflect") :] if p == "propose"]
+        assert later and any(text[:40] in t for t in later)  # the next proposals read the reflection
+
+
+def test_without_follow_ups_decisions_stay_notes(tmp_path, rules):
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    run_with_rules(_cfg(tmp_path, budget={"evals": 6}, attribution={"follow_ups": 0}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert _events(state, "routing") and not _events(state, "follow_up_scheduled")
+    assert not [n for n in state.nodes.values() if n.follows is not None]
