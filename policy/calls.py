@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from arts.policy.menus import NOTHING, Signature, library_signature, param_menu, source_signature
 from arts.policy.targets import function_nodes, parse, span
@@ -80,20 +81,29 @@ def _current(call: ast.Call, keyword: str) -> object:
     return NOTHING
 
 
+def named_calls(tree: ast.Module) -> list[tuple[str, str, ast.Call]]:
+    """(name, callee, node) of every call whose callee is a plain or dotted name, in source order: the
+    name is the callee as written, `#k` added for the k-th call of the same callee."""
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+    )
+    seen: dict[str, int] = {}
+    out = []
+    for call in calls:
+        callee = _dotted(call.func)
+        if callee is not None:
+            seen[callee] = seen.get(callee, 0) + 1
+            out.append((callee if seen[callee] == 1 else f"{callee}#{seen[callee]}", callee, call))
+    return out
+
+
 def call_sites(text: str) -> list[CallSite]:
     """The calls of a Python source whose keyword arguments have menus, in source order."""
     tree = parse(text)
     if tree is None:
         return []
-    names, seen, out = imports(tree), {}, []
-    calls = sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
-    )
-    for call in calls:
-        callee = _dotted(call.func)
-        if callee is None:
-            continue
-        seen[callee] = seen.get(callee, 0) + 1
+    names, out = imports(tree), []
+    for name, callee, call in named_calls(tree):
         sig = _signature(callee, tree, names)
         if sig is None:
             continue
@@ -107,15 +117,14 @@ def call_sites(text: str) -> list[CallSite]:
             if menu := param_menu(p, current):
                 menus[p.name] = menu
         if menus:
-            name = callee if seen[callee] == 1 else f"{callee}#{seen[callee]}"
             out.append(CallSite(name, call, sig, menus))
         if len(out) >= MAX_CALLS:
             break
     return out
 
 
-def call_source(text: str, site: CallSite, limit: int = 60) -> str:
-    """The call's source on one line, cut to `limit` characters (for a prompt)."""
+def call_source(text: str, site: Any, limit: int = 60) -> str:
+    """The call's source (of a site with a `node`) on one line, cut to `limit` characters (for a prompt)."""
     src = " ".join(text[slice(*span(text, site.node))].split())
     return src if len(src) <= limit else src[: limit - 4] + "...)"
 
@@ -140,14 +149,7 @@ def set_keyword(text: str, call: str, keyword: str, value: str) -> str:
     parts = sorted([*node.args, *node.keywords], key=lambda n: (n.lineno, n.col_offset))
     here = next((k for k in node.keywords if k.arg == keyword), None)
     if here is not None and is_default:  # back to the default: the keyword goes
-        i = parts.index(here)
-        if i > 0:
-            a, b = span(text, parts[i - 1])[1], span(text, here)[1]
-        elif i + 1 < len(parts):
-            a, b = span(text, here)[0], span(text, parts[i + 1])[0]
-        else:
-            a, b = span(text, here)[0], span(text, node)[1] - 1
-        return text[:a] + text[b:]
+        return remove_keyword(text, node, keyword)
     if here is not None:
         a, b = span(text, here.value)
         return text[:a] + value.strip() + text[b:]
@@ -157,6 +159,20 @@ def set_keyword(text: str, call: str, keyword: str, value: str) -> str:
         )
     at = span(text, parts[-1])[1] if parts else span(text, node)[1] - 1
     return text[:at] + (", " if parts else "") + f"{keyword}={value.strip()}" + text[at:]
+
+
+def remove_keyword(text: str, node: ast.Call, keyword: str) -> str:
+    """`text` without the argument `keyword=...` of the call `node` (with the comma that joined it)."""
+    parts = sorted([*node.args, *node.keywords], key=lambda n: (n.lineno, n.col_offset))
+    here = next(k for k in node.keywords if k.arg == keyword)
+    i = parts.index(here)
+    if i > 0:
+        a, b = span(text, parts[i - 1])[1], span(text, here)[1]
+    elif i + 1 < len(parts):
+        a, b = span(text, here)[0], span(text, parts[i + 1])[0]
+    else:
+        a, b = span(text, here)[0], span(text, node)[1] - 1
+    return text[:a] + text[b:]
 
 
 def keyword_menus(

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from arts.policy.calls import call_sites, keyword_menus, set_keyword
 from arts.policy.expressions import pattern, returns, shape_error, visible_names
 from arts.policy.menus import value_menu
+from arts.policy.swaps import swap_call, swap_menus
 from arts.policy.targets import (
     anchor,
     anchors,
@@ -36,8 +37,8 @@ from arts.policy.targets import (
     span,
 )
 
-OPS = ("set_constant", "set_keyword", "set_return", "replace_function", "replace_lines", "write_file",
-       "read_file")  # fmt: skip
+OPS = ("set_constant", "set_keyword", "swap_call", "set_return", "replace_function", "replace_lines",
+       "write_file", "read_file")  # fmt: skip
 VALUE_CHARS = 40
 """A constant's new value is a short one-line literal; the grammar caps it (and so forbids newlines)."""
 BODY_CHARS = 600
@@ -70,6 +71,14 @@ class SetKeyword(_Action):
     op: Literal["set_keyword"] = "set_keyword"
     keyword: str
     value: str
+
+
+class SwapCall(_Action):
+    """Replace the callee of a call by a sibling of the same kind from its menu (`policy.swaps`)."""
+
+    call: str
+    op: Literal["swap_call"] = "swap_call"
+    to: str
 
 
 class SetReturn(_Action):
@@ -127,6 +136,7 @@ def edit_schema(
     only: set[str] | None = None,
     menus: dict[str, list[int | float]] | None = None,
     keywords: dict[str, dict[str, list[str]]] | None = None,
+    swaps: dict[str, list[str]] | None = None,
 ) -> type[BaseModel]:
     """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
     value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
@@ -134,6 +144,7 @@ def edit_schema(
     target are dropped. With `menus` (see `constant_menus`), each numeric constant has its own branch
     whose value is an entry of its menu (no branch for an empty or missing menu). Each keyword argument
     of a call with a menu (`keywords`, default `policy.calls.keyword_menus`) has its own set_keyword
+    branch, and each call with siblings (`swaps`, default `policy.swaps.swap_menus`) a swap_call
     branch; `only` keeps the calls or keywords it names. One branch gives its
     own model; several give `{"action": <anyOf branches>}`, a root object as every structured backend
     accepts. Raises EditError when no allowed op has a target."""
@@ -168,6 +179,10 @@ def edit_schema(
             if menu and (only is None or call in only or kw in only):
                 at, value = (_enum([call]), ...), (_enum(menu), ...)
                 add(SetKeyword, f"_{len(models)}", call=at, keyword=(_enum([kw]), ...), value=value)
+    swap_menu = swaps if swaps is not None else swap_menus(files) if "swap_call" in ops else {}
+    for call, menu in swap_menu.items() if "swap_call" in ops else ():
+        if menu and (only is None or call in only):
+            add(SwapCall, f"_{len(models)}", call=(_enum([call]), ...), to=(_enum(menu), ...))
     for path, text in files.items() if "set_return" in ops else ():
         tree = parse(text) if path.endswith(".py") else None
         for name, fn in (function_nodes(tree) if tree else {}).items():
@@ -268,6 +283,16 @@ def _set_keyword(files: dict[str, str], action: SetKeyword) -> tuple[str, str]:
     raise EditError(f"no call {action.call!r} with keyword arguments in {list(files)}; pick one listed")
 
 
+def _swap_call(files: dict[str, str], action: SwapCall) -> tuple[str, str]:
+    for path, text in files.items():
+        if path.endswith(".py") and any(name == action.call for name in swap_menus({path: text})):
+            try:
+                return path, swap_call(text, action.call, action.to)
+            except LookupError as e:
+                raise EditError(str(e).strip("'\"")) from None
+    raise EditError(f"no call {action.call!r} with siblings to swap to in {list(files)}; pick one listed")
+
+
 def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
     try:
         ast.parse(action.expression, mode="eval")
@@ -314,6 +339,7 @@ def apply_edit(files: dict[str, str], action: BaseModel) -> dict[str, str]:
     appliers = dict(
         set_constant=_set_constant,
         set_keyword=_set_keyword,
+        swap_call=_swap_call,
         set_return=_set_return,
         replace_function=_replace_function,
         replace_lines=_replace_lines,

@@ -29,13 +29,20 @@ from arts.policy.calls import call_sites, keyword_menus
 from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, unwrap
 from arts.policy.executor_prompt import action_prompt, one_line, window
 from arts.policy.scientist import directed_target
+from arts.policy.swaps import swap_menus, swap_sites
 from arts.policy.targets import Targets, list_targets
 from arts.tasks.base import EvalResult
 
 EditOp = Literal[
-    "set_constant", "set_keyword", "set_return", "replace_function", "replace_lines", "write_file"
+    "set_constant",
+    "set_keyword",
+    "swap_call",
+    "set_return",
+    "replace_function",
+    "replace_lines",
+    "write_file",
 ]
-SIMPLE_OPS = {"set_constant", "set_keyword", "set_return"}
+SIMPLE_OPS = {"set_constant", "set_keyword", "swap_call", "set_return"}
 """Ops whose every grammatical answer is a well-formed edit: offered first to a small model."""
 
 
@@ -65,7 +72,8 @@ class ExecutorConfig(BaseModel):
     and the hypothesis is given up at the third such repeat. Measured on bin-packing with the 135M
     default, 46 of 136 executor calls repeated an action already rejected for the same hypothesis."""
     ops: list[EditOp] = Field(
-        ["set_constant", "set_keyword", "set_return", "replace_function", "replace_lines"], min_length=1
+        ["set_constant", "set_keyword", "swap_call", "set_return", "replace_function", "replace_lines"],
+        min_length=1,
     )
     """Edit actions offered to the model. A seedless task's first action is always write_file, and
     read_file is offered whenever several files are editable."""
@@ -127,8 +135,8 @@ def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
 
 
 def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
-    """Constants, functions, calls and keyword arguments of `files` that the hypothesis names (whole
-    words, any case)."""
+    """Constants, functions, calls (with keywords or siblings) and keyword arguments of `files` that the
+    hypothesis names (whole words, any case)."""
     names = {n for p, t in files.items() if p.endswith(".py") for n in _names(t)}
     return {n for n in names if re.search(rf"\b{re.escape(n)}\b", hypothesis, re.IGNORECASE)}
 
@@ -141,6 +149,7 @@ def _names(text: str) -> list[str]:
         *targets.functions,
         *(s.name for s in sites),
         *(k for s in sites for k in s.menus),
+        *(s.name for s in swap_sites(text)),
     ]
 
 
@@ -214,6 +223,7 @@ class Executor:
         rejected: set[str] = set()  # actions refused before an evaluation
         repeats = 0
         sides = direction(hypothesis, {p: files.get(p, "") for p in editable})
+        move = directed_target(hypothesis)
         for step in range(cfg.max_actions):
             work = {p: current.get(p, "") for p in editable}
             seedless = not any(t.strip() for t in work.values())
@@ -221,6 +231,9 @@ class Executor:
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
             menus = self._menus(work, current, known, seen, sides) if cfg.value_menu else None
             keywords = keyword_menus(work, _fresh(current, known, seen)) if "set_keyword" in cfg.ops else {}
+            swaps = swap_menus(work, _fresh(current, known, seen)) if "swap_call" in cfg.ops else {}
+            if step < cfg.narrow_actions and move and move[0] == "swap" and swaps.get(move[1]):
+                keywords = {}  # `swap c`: not a keyword of c, which the same narrowing would offer
             if menus is not None and any(not menus.get(name) for name in sides):
                 way = "above" if max(sides.values()) > 0 else "below"
                 last_error = (
@@ -228,7 +241,7 @@ class Executor:
                 )
                 break
             schema = self._schema(
-                work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus, keywords
+                work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus, keywords, swaps
             )
             ctx = {
                 "task_summary": task_summary,
@@ -294,6 +307,7 @@ class Executor:
         constants_only: bool = False,
         menus: dict[str, list] | None = None,
         keywords: dict[str, dict[str, list[str]]] | None = None,
+        swaps: dict[str, list[str]] | None = None,
     ) -> type[BaseModel]:
         """This step's action schema: a draft for a seedless task; else the configured ops (plus read_file
         with several files), narrowed to `only` when given and any target is left, else whole-file writes.
@@ -301,22 +315,23 @@ class Executor:
         if seedless:
             return edit_schema(work, {"write_file"}, focus=focus)
         ops, cfg = set(self.config.ops) | ({"read_file"} if len(work) > 1 else set()), self.config
+        given = {"menus": menus, "keywords": keywords, "swaps": swaps}
         if only:
             named = ops & (
                 SIMPLE_OPS if cfg.constants_first and constants_only else SIMPLE_OPS | {"replace_function"}
             )
             for allowed in (named, ops & (SIMPLE_OPS | {"replace_function"})):
                 try:
-                    return edit_schema(work, allowed, focus, span, only=only, menus=menus, keywords=keywords)
+                    return edit_schema(work, allowed, focus, span, only=only, **given)
                 except EditError:
                     pass  # the named targets cannot be edited by these ops
         elif constants_only and cfg.constants_first and ops & SIMPLE_OPS:
             try:
-                return edit_schema(work, ops & SIMPLE_OPS, focus, span, menus=menus, keywords=keywords)
+                return edit_schema(work, ops & SIMPLE_OPS, focus, span, **given)
             except EditError:
                 pass  # no constants and no one-line returns in this program
         try:
-            return edit_schema(work, ops, focus, span, cfg.max_anchors, menus=menus, keywords=keywords)
+            return edit_schema(work, ops, focus, span, cfg.max_anchors, **given)
         except EditError:
             return edit_schema(work, {"write_file"}, focus=focus)
 

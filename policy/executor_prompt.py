@@ -15,6 +15,7 @@ import re
 from arts.policy.base import Message
 from arts.policy.call import chat
 from arts.policy.calls import call_sites, call_source
+from arts.policy.swaps import swap_sites
 from arts.policy.targets import list_targets
 
 SYSTEM = (
@@ -24,6 +25,7 @@ SYSTEM = (
 OP_HELP = {
     "set_constant": "set_constant: a constant's name and its new value (a Python literal)",
     "set_keyword": "set_keyword: a call, one of its keyword arguments and the new value",
+    "swap_call": "swap_call: a call and what to call instead",
     "set_return": "set_return: a function and the new expression it returns",
     "replace_function": "replace_function: a function's name and its whole new body",
     "replace_lines": "replace_lines: first and last line to replace (as numbered above) and the new text",
@@ -58,6 +60,24 @@ def window(text: str, hypothesis: str, budget: int) -> tuple[int, int]:
             return lo + 1, hi + 1
 
 
+def _calls(text: str, ops: list[str], only: set[str] | None) -> list[str]:
+    """One line per call the offered ops can edit: its source, the keywords it takes, the siblings it
+    may swap to (the first few)."""
+    keyed = {s.name: s for s in call_sites(text)} if "set_keyword" in ops else {}
+    swaps = {s.name: s for s in swap_sites(text)} if "swap_call" in ops else {}
+    out = []
+    for name in dict.fromkeys([*keyed, *swaps]):
+        k, w = keyed.get(name), swaps.get(name)
+        if only is not None and name not in only and not (k and set(k.menus) & only):
+            continue
+        line = f"{name}: {call_source(text, k or w)}"
+        line += f" takes {', '.join(list(k.menus)[:8])}" if k else ""
+        if w:
+            line += f"; swaps to {', '.join(list(w.menu)[:6])}{', ...' if len(w.menu) > 6 else ''}"
+        out.append(line)
+    return out
+
+
 def action_prompt(
     hypothesis: str,
     files: dict[str, str],
@@ -83,11 +103,9 @@ def action_prompt(
     consts = {k: v for k, v in (targets.constants if targets else {}).items() if only is None or k in only}
     if consts and "set_constant" in ops:
         parts.append("Constants: " + ", ".join(f"{k} = {one_line(v, 30)}" for k, v in consts.items()))
-    if "set_keyword" in ops and targets is not None:
-        sites = [s for s in call_sites(text) if only is None or s.name in only or set(s.menus) & only]
-        calls = [f"{s.name}: {call_source(text, s)} takes {', '.join(list(s.menus)[:8])}" for s in sites]
-        if calls:
-            parts.append("Calls:\n" + "\n".join(calls))
+    calls = _calls(text, ops, only) if targets is not None else []
+    if calls:
+        parts.append("Calls:\n" + "\n".join(calls))
     functions = [f for f in (targets.functions if targets else []) if only is None or f in only]
     if functions and "replace_function" in ops:
         parts.append(f"Functions: {', '.join(functions)}")

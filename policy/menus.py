@@ -159,7 +159,7 @@ def _literal(value: Any) -> bool:
         return False
 
 
-def _allowed(param: Param, value: Any) -> bool:
+def allowed(param: Param, value: Any) -> bool:
     """Whether scikit-learn's declared constraints accept `value` (any value when none are declared)."""
     if not param.constraints:
         return True
@@ -214,7 +214,7 @@ def param_menu(param: Param, current: Any = NOTHING) -> list[str]:
         cands += words
     if param.name == "random_state":
         cands += SEEDS
-    out = [v for v in cands if not (v == base and type(v) is type(base)) and _allowed(param, v)]
+    out = [v for v in cands if not (v == base and type(v) is type(base)) and allowed(param, v)]
     texts = list(dict.fromkeys(repr(v) for v in out))[:MENU_MAX]
     if current is not NOTHING and param.default is not NOTHING and repr(param.default) != repr(current):
         texts.append(repr(param.default))

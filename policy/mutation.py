@@ -6,7 +6,8 @@ action of the kinds the executor may emit: a numeric constant moved to an entry 
 (set_constant, the menu the executor's grammar offers), a numeric literal or an operator inside a
 function rewritten as replace_lines over its line (+ and -, * and /, < and > swapped; a unary minus
 dropped), a keyword argument of a call moved to an entry of its menu (set_keyword, the menus of
-`policy.calls`), or a random return expression under the set_return grammar. Each action is checked
+`policy.calls`), a called class or function swapped for a sibling (swap_call, the menus of
+`policy.swaps`), or a random return expression under the set_return grammar. Each action is checked
 with `apply_edit`, exactly as a model's would be, before it is returned.
 Not done: choosing the program to mutate or judging the result (the search's `mutate` method does).
 """
@@ -20,9 +21,18 @@ import random
 from pydantic import BaseModel
 
 from arts.policy.calls import keyword_menus
-from arts.policy.edits import EditError, ReplaceLines, SetConstant, SetKeyword, SetReturn, apply_edit
+from arts.policy.edits import (
+    EditError,
+    ReplaceLines,
+    SetConstant,
+    SetKeyword,
+    SetReturn,
+    SwapCall,
+    apply_edit,
+)
 from arts.policy.expressions import random_expression, returns, visible_names
 from arts.policy.menus import value_menu
+from arts.policy.swaps import swap_menus
 from arts.policy.targets import anchor, function_nodes, list_targets, number, parse, span
 
 
@@ -93,7 +103,7 @@ def _mutated(node: ast.expr) -> str:
 
 def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseModel, str, str | None]]:
     """One random (action, path, intended text or None) per kind the file offers: constant, keyword
-    argument, literal, operator, return expression."""
+    argument, swap of a callee, literal, operator, return expression."""
     tree = parse(text) if path.endswith(".py") else None
     if tree is None:
         return []
@@ -109,6 +119,10 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
         out.append(
             (SetKeyword(call=call, keyword=keyword, value=rng.choice(calls[call][keyword])), path, None)
         )
+    swaps = swap_menus({path: text})
+    if swaps:
+        call = rng.choice(sorted(swaps))
+        out.append((SwapCall(call=call, to=rng.choice(swaps[call])), path, None))
     literals = _numbers(text, tree)
     if literals:
         node = rng.choice(literals)
@@ -127,7 +141,8 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
 
 def random_edit(files: dict[str, str], rng: random.Random) -> BaseModel:
     """A random applicable action for the random-mutation baseline, from the same action space: perturb a
-    numeric constant (set_constant) or a keyword argument of a call (set_keyword); as replace_lines over
+    numeric constant (set_constant) or a keyword argument of a call (set_keyword), swap a callee for a
+    sibling (swap_call); as replace_lines over
     its line, perturb a numeric literal in a function or an operator (swap + and -, * and /, < and >; drop a unary minus); or a random return
     expression of the set_return grammar. Raises EditError when the files hold nothing to change."""
     for _ in range(20):

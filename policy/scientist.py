@@ -63,7 +63,8 @@ class ScientistConfig(BaseModel):
     """A hypothesis starts with a direction and a target of the best program, forced by the grammar:
     `increase X` or `decrease X` for a numeric constant X (only the directions with a value not yet
     evaluated), `rewrite f` for a function whose return the executor can set, `tune k` for a keyword
-    argument k of a call that has a value not yet evaluated (`directed_pattern`); the
+    argument k of a call that has a value not yet evaluated, `swap c` for a call c whose callee has a
+    sibling not yet evaluated (`directed_pattern`); the
     executor then moves X only that way. Each of the K candidates is given its own share of the targets
     (`spread`), so a proposal spans them. Measured in a char-lm benchmark run with free hypotheses, the
     135M default copied the prompt's example hypothesis into all 5 first-round candidates and wrote
@@ -101,15 +102,20 @@ def _hypothesis(pattern: str | None = None):
 
 Moves = dict[str, tuple[str, ...]]
 """Targets of directed hypotheses, most promising first: a name and the verbs it takes (`increase`,
-`decrease` for a numeric constant; `rewrite` for a function; `tune` for a keyword argument of a call)."""
+`decrease` for a numeric constant; `rewrite` for a function; `tune` for a keyword argument of a call;
+`swap` for a call whose callee has siblings, named as in `policy.calls` (`np.mean`, `Ridge#2`))."""
+
+
+def _escape_dots(name: str) -> str:
+    return name.replace(".", r"\.")
 
 
 def directed_pattern(moves: Moves) -> str | None:
     """The hypothesis pattern of `ScientistConfig.directed`: one of the moves (a verb and its target),
     then at most DIRECTED_TAIL characters of detail; None when there is no move. Targets are Python
-    identifiers, so they need no escaping."""
+    identifiers, dotted names or `name#k`: only the dots need escaping."""
     forms = [
-        f"{verbs[0] if len(verbs) == 1 else '(' + '|'.join(verbs) + ')'} {name}"
+        f"{verbs[0] if len(verbs) == 1 else '(' + '|'.join(verbs) + ')'} {_escape_dots(name)}"
         for name, verbs in moves.items()
         if verbs
     ]
@@ -132,7 +138,7 @@ def spread(moves: Moves, k: int) -> list[Moves]:
     return [{n: moves[n] for n in g} for g in groups]
 
 
-DIRECTED = re.compile(r"\b(increase|decrease|rewrite|tune)\s+(\w+)", re.IGNORECASE)
+DIRECTED = re.compile(r"\b(increase|decrease|rewrite|tune|swap)\s+(\w+(?:\.\w+)*(?:#\d+)?)", re.IGNORECASE)
 """A directed hypothesis's verb and target, wherever they stand (an edited hypothesis may lead with
 other words)."""
 
@@ -280,9 +286,12 @@ class Scientist:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
         if patterns:
             verbs = {v for vs in targets.values() for v in vs}
-            forms = ['"increase X" or "decrease X" for a constant X'] if verbs - {"rewrite", "tune"} else []
+            forms = (
+                ['"increase X" or "decrease X" for a constant X'] if verbs & {"increase", "decrease"} else []
+            )
             forms += ['"rewrite f" for a function f'] if "rewrite" in verbs else []
             forms += ['"tune k" for a keyword argument k of a call'] if "tune" in verbs else []
+            forms += ['"swap c" for a call c, to call another of its kind'] if "swap" in verbs else []
             change = f"{' or '.join(forms)}, then what to and why"
         else:
             change = f'one concrete change, naming what to change and to what (e.g. "{example or "replace the sort by a heap"}")'

@@ -35,6 +35,7 @@ CAPABLE: dict[str, Any] = {
             "write_file",
             "set_constant",
             "set_keyword",
+            "swap_call",
             "set_return",
         ],
         "max_tokens": 1024,

@@ -3,7 +3,8 @@
 A 135M scientist writes useful hypotheses only when the grammar hands it real targets of the best program:
 each numeric constant with the directions whose value menu still holds a program not yet evaluated,
 each function whose return the executor can set, and each keyword argument of a call whose menu still
-holds a program not yet evaluated (`tune k`). The order matters because each of the K candidates gets
+holds a program not yet evaluated (`tune k`), and each call whose callee has a sibling not yet
+evaluated (`swap c`). The order matters because each of the K candidates gets
 its own share (`policy.scientist.spread`): targets whose latest test raised the best score lead, then
 untested ones, then the least recently tested. Not done here: the grammar itself (`policy.scientist`).
 """
@@ -16,6 +17,7 @@ from collections.abc import Callable
 from arts.policy.calls import keyword_menus
 from arts.policy.edits import constant_menus
 from arts.policy.scientist import Moves, directed_target
+from arts.policy.swaps import swap_menus
 from arts.policy.targets import list_targets, return_functions
 from arts.search.state import Node, SearchState
 
@@ -51,8 +53,8 @@ def example(state: SearchState, rng: random.Random) -> str | None:
 
 
 def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -> Moves | None:
-    """The moves left at the best node, most promising first; None when the program has constants or
-    keyword arguments with menus but every value of every menu has run (nothing is left to try)."""
+    """The moves left at the best node, most promising first; None when the program has constants,
+    keyword arguments or calls with menus but every entry of every menu has run (nothing is left)."""
     best = state.best()
     if best is None:
         return {}
@@ -71,9 +73,11 @@ def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -
             moves[name] = verbs
     for text in files.values():
         moves.update((name, ("rewrite",)) for name, _ in return_functions(text))
+    # a swap before the keywords of its call: their menus are those of the callee in place
+    moves.update((call, ("swap",)) for call in swap_menus(files, fresh) if call not in moves)
     tunable = keyword_menus(files, fresh)
     moves.update((k, ("tune",)) for menus in tunable.values() for k in menus if k not in moves)
-    if (names or keyword_menus(files)) and not moves:
+    if (names or keyword_menus(files) or swap_menus(files)) and not moves:
         return None
     return by_promise(moves, list(state.nodes.values()))
 
