@@ -198,3 +198,23 @@ def test_without_follow_ups_decisions_stay_notes(tmp_path, rules):
     state = _state(tmp_path / "run")
     assert _events(state, "routing") and not _events(state, "follow_up_scheduled")
     assert not [n for n in state.nodes.values() if n.follows is not None]
+
+
+def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch):
+    import tests.test_search as ts
+
+    def flag_first(b, schema):
+        answer = ts._compare(b, schema)
+        return answer | {
+            "flawed": answer["verdicts"][0]["hypothesis"] and [answer["verdicts"][0]["hypothesis"]]
+        }
+
+    monkeypatch.setitem(ts.ANALYSIS, "compare", flag_first)
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    retests = [e for e in _events(state, "follow_up_scheduled") if e["decision"] == "retest"]
+    assert retests
+    done = {e["node"]: e for e in _events(state, "follow_up") if e["decision"] == "retest"}
+    assert retests[0]["node"] in done  # the next round checked it
+    if retests[0]["step"] == "remeasure":
+        assert any(r["node"] == retests[0]["node"] for r in _events(state, "remeasure"))

@@ -12,7 +12,8 @@ round runs them first:
   is run again like a repair, with the protocol fix as instructions;
 - refine: the refined child hypothesis (with its lineage) from the better of the attributed node and its
   parent, with the fix as instructions; the child becomes a working hypothesis with that node's evidence.
-Follow-ups are the harness's experiments, not the scientist's samples: they make no rollout, so
+A comparison's `flawed` verdict (a bug or a broken protocol, not a refutation) schedules a retest the same
+way: a remeasurement of a scored node, else a repair. Follow-ups are the harness's experiments, not the scientist's samples: they make no rollout, so
 test-time training groups stay the scientist's own draws. Each costs one evaluation of the budget; at
 most `attribution.follow_ups` run per round, oldest first.
 """
@@ -38,7 +39,7 @@ class FollowUp(BaseModel):
     model_config = ConfigDict(extra="forbid")
     step: Literal["repair", "remeasure", "refine"]
     decision: str
-    """The routed action that scheduled it."""
+    """The routed action that scheduled it, or `retest` (a comparison called the experiment flawed)."""
     hypothesis: int
     """The hypothesis it tests (the refined child, for a refinement)."""
     node: int

@@ -121,6 +121,7 @@ class Exploit:
             decision = decisions[node] if node is not None else None
             if h.id in flawed:
                 self.note(f"h{h.id}: the experiment was flawed; retest it", h.nodes[-1] if h.nodes else None)
+                self.retest(h)
                 continue
             if decision is not None and decision.action != "accept":
                 changed += self.route(h, decision, node)
@@ -147,7 +148,7 @@ class Exploit:
                 scored = attributed.status == "valid" and attributed.score is not None
                 remeasure = d.action == "fix_protocol" and scored
                 self.follow_up(
-                    "remeasure" if remeasure else "repair", d, h.id, attributed,
+                    "remeasure" if remeasure else "repair", d.action, h.id, attributed,
                     attributed.id if remeasure else attributed.parent, h.text, h.axis,
                     f"Node {attributed.id} tried this and failed: {cause}. Fix the {what}: {fix}",
                 )  # fmt: skip
@@ -159,22 +160,35 @@ class Exploit:
             if attributed is not None and attributed.parent is not None:
                 start = followups.start_of(state, attributed)
                 self.follow_up(
-                    "refine", d, child.id, attributed, start, child.text, h.axis, f"Refined: {fix}"
+                    "refine", d.action, child.id, attributed, start, child.text, h.axis, f"Refined: {fix}"
                 )
             return 1
         self.commit(space.archive(h, self.round), "archived", h)  # pivot: a fatal flaw of the method
         self.note(f"h{h.id} abandoned (fatal flaw): {cause}", node)
         return 1
 
+    def retest(self, h: Hypothesis) -> None:
+        """A comparison called the hypothesis's last experiment flawed (a bug or a broken protocol, not a
+        refutation): its measurement is checked again, or a failed one is run again with that warning."""
+        last = self.ledger.state.nodes.get(h.nodes[-1]) if h.nodes else None
+        if last is None or last.parent is None:
+            return
+        scored = last.status == "valid" and last.score is not None
+        why = "A comparison found the last experiment of this hypothesis flawed (a bug or a broken protocol)"
+        self.follow_up(
+            "remeasure" if scored else "repair", "retest", h.id, last, last.id if scored else last.parent,
+            h.text, h.axis, f"{why}: carry it out again, correctly.",
+        )  # fmt: skip
+
     def follow_up(
-        self, step: str, d: Decision, hypothesis: int, node: Node, parent: int, text: str, axis: str,
+        self, step: str, decision: str, hypothesis: int, node: Node, parent: int, text: str, axis: str,
         instructions: str,
     ) -> None:  # fmt: skip
         """Schedule one follow-up, unless the attributed node is itself one (a chain stops after one)."""
         if node.follows is not None or not self.follow_ups:
             return
         item = followups.FollowUp(
-            step=step, decision=d.action, hypothesis=hypothesis, node=node.id, parent=parent, text=text,
+            step=step, decision=decision, hypothesis=hypothesis, node=node.id, parent=parent, text=text,
             axis=axis, instructions=instructions[:300], round=self.round,
         )  # fmt: skip
         followups.schedule(self.ledger, item)
