@@ -45,6 +45,25 @@ def _write_best(run_dir: Path, files: dict[str, str]) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def acted(ledger) -> dict:
+    """What the investigation's decisions changed: follow-ups scheduled and run (by decision), remeasured
+    nodes whose score changed, pivots and the proposals asked again after them, refinements run, and
+    hypotheses that cite an observation."""
+    state = ledger.state
+    ran = [e.payload for e in ledger.events("follow_up") if e.payload.get("result") is not None]
+    return {
+        "decisions": len([e for e in ledger.events("routing") if e.payload.get("decision")])
+        + len(ledger.events("reflection")),
+        "scheduled": dict(Counter(e.payload["decision"] for e in ledger.events("follow_up_scheduled"))),
+        "followed_up": dict(Counter(p["decision"] for p in ran)),
+        "remeasured_changed": sum(not e.payload["stable"] for e in ledger.events("remeasure")),
+        "refinements_run": sum(p["step"] == "refine" for p in ran),
+        "pivots": sum(h.archived for h in state.hypotheses.values()),
+        "pivot_retries": len(ledger.events("indistinct")),
+        "citing": sum(bool(h.cites) for h in state.hypotheses.values()),
+    }
+
+
 def finish(run: Run, reason: str, method: Method) -> dict:
     state, ledger, task = run.state, run.ledger, run.task
     run_dir = ledger.store.run_dir
@@ -101,6 +120,7 @@ def finish(run: Run, reason: str, method: Method) -> dict:
                 e.payload["decision"]["action"] for e in ledger.events("routing") if e.payload.get("decision")
             )
         ),
+        "acted": acted(ledger),
         "evals": m.evals,
         "tokens": dict(m.tokens),
         "dollars": round(m.dollars, 6),

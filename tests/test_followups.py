@@ -42,10 +42,12 @@ def recorded(rules) -> list[tuple[str, str]]:
 def test_a_repair_reruns_the_hypothesis_with_the_fix_as_the_executors_instructions(tmp_path, rules):
     rules.bad_edits, rules.cause = 2, ("implementation", "major")
     calls = recorded(rules)
-    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    summary = run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
     (scheduled, *_) = _events(state, "follow_up_scheduled")
     assert scheduled["step"] == "repair" and scheduled["decision"] == "repair"
+    acted = summary["acted"]
+    assert acted["decisions"] >= 1 and acted["scheduled"]["repair"] >= acted["followed_up"]["repair"] >= 1
     failed = state.nodes[scheduled["node"]]
     (done,) = [e for e in _events(state, "follow_up") if e["node"] == failed.id]
     node = state.nodes[done["result"]]
