@@ -1,4 +1,4 @@
-"""The six built-in tasks: they load, their seeds reproduce the recorded baselines, and their evaluators
+"""The built-in optimize tasks: they load, their seeds reproduce the recorded baselines, and their evaluators
 refuse candidates that crash, cheat or return garbage.
 
 Commands run as the sandbox runs them (a fresh working copy, one thread, the task's memory limit, a
@@ -30,6 +30,7 @@ NAMES = [
     "circle-packing-26",
     "digits-classifier",
     "friedman-regression",
+    "weighted-completion",
 ]
 SLOW = {"char-lm"}  # one evaluation trains for 300 steps: about 25 s on two cores
 # How closely a rerun of the seed must match the recorded baseline. Pure numpy is exact up to libm;
@@ -42,6 +43,7 @@ BASELINE_TOL = {
     "friedman-regression": 1e-6,
     "digits-classifier": 1e-3,
     "char-lm": 1e-2,
+    "weighted-completion": 1e-12,
 }
 
 
@@ -301,3 +303,37 @@ def test_char_lm_rejects_a_forged_result(tmp_path: Path):
     body = "import os\nopen('result.json', 'w').write('{\"score\": 0.1, \"valid\": true}')\nos._exit(0)\n"
     result = run(builtin("char-lm"), tmp_path, editable={"model.py": body})
     assert not result["valid"] and "exited" in result["message"]
+
+
+# ---- weighted-completion ----
+
+
+def _order(body: str) -> dict[str, str]:
+    return {"solution.py": f"import numpy as np\n\n\ndef order(p, w):\n    {body}\n"}
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        ("return list(range(len(p) - 1))", "expected 200 integer job indices"),
+        ("return [0] * len(p)", "not a permutation"),
+        ("return np.argsort(p).astype(float)", "float64"),
+        ("raise ValueError('no order today')", "no order today"),
+        (
+            "import os; open('result.json', 'w').write('{\"score\": 0.1, \"valid\": true}'); os._exit(0)",
+            "exited",
+        ),
+    ],
+)
+def test_weighted_completion_rejects_what_is_not_a_permutation(body: str, why: str, tmp_path: Path):
+    result = run(builtin("weighted-completion"), tmp_path, editable=_order(body))
+    assert not result["valid"] and result["score"] is None and why in result["message"]
+
+
+def test_weighted_completion_scores_smiths_rule_at_the_best_known(tmp_path: Path):
+    t = builtin("weighted-completion")
+    smith = _order("return sorted(range(len(p)), key=lambda i: p[i] / w[i])")
+    assert run(t, tmp_path / "eval", editable=smith)["score"] == pytest.approx(t.config.metric.best_known)
+    shortest = run(t, tmp_path / "spt", editable=_order("return list(np.argsort(p))"))["score"]
+    assert t.config.metric.best_known < shortest < t.config.metric.baseline
+    assert run(t, tmp_path / "test", split="test", editable=smith)["score"] < 0.4
