@@ -22,8 +22,9 @@ from typing import Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from arts.policy.calls import call_sites, keyword_menus, set_keyword
-from arts.policy.expressions import pattern, returns, shape_error, visible_names
+from arts.policy.expressions import returns, shape_error
 from arts.policy.menus import value_menu
+from arts.policy.orderings import builds_list, is_list_build, return_pattern
 from arts.policy.swaps import swap_call, swap_menus
 from arts.policy.targets import (
     anchor,
@@ -83,7 +84,8 @@ class SwapCall(_Action):
 
 class SetReturn(_Action):
     """Replace the expression a function returns (its one-line final `return`), under the grammar of
-    `policy.expressions`: the function's parameters, the module's constants, numbers, arithmetic."""
+    `policy.expressions` (the function's parameters, the module's constants, numbers, arithmetic) or,
+    for a return that builds a list, of `policy.orderings` (sorted by a key, argsort, reversed)."""
 
     function: str
     op: Literal["set_return"] = "set_return"
@@ -186,9 +188,9 @@ def edit_schema(
     for path, text in files.items() if "set_return" in ops else ():
         tree = parse(text) if path.endswith(".py") else None
         for name, fn in (function_nodes(tree) if tree else {}).items():
-            if (only is None or name in only) and returns(fn) is not None and visible_names(tree, fn)[0]:
+            if (only is None or name in only) and (grammar := return_pattern(tree, fn)):
                 # no maxLength: xgrammar ignores it next to a pattern, which bounds the length anyway
-                expr = (str, Field(pattern=pattern(*visible_names(tree, fn))))
+                expr = (str, Field(pattern=grammar))
                 add(SetReturn, "_" + name, function=(_enum([name]), ...), expression=expr)
     if "replace_function" in ops and functions:
         add(ReplaceFunction, name=(_enum(functions), ...), body=(str, ...))
@@ -299,12 +301,14 @@ def _set_return(files: dict[str, str], action: SetReturn) -> tuple[str, str]:
     except SyntaxError as e:
         raise EditError(f"{action.expression!r} is not an expression ({e.msg})") from None
     path, text, fn = _find(files, action.function, "function")
-    ret = returns(fn)
+    ret, new = returns(fn) or builds_list(fn), ast.parse(action.expression, mode="eval").body
     if ret is None:
         raise EditError(
             f"{fn.name} does not end in a one-line `return` of an expression; use replace_function"
         )
-    if why := shape_error(fn, ret.value, ast.parse(action.expression, mode="eval").body):
+    if is_list_build(ret.value) and not is_list_build(new):
+        raise EditError(f"{fn.name} returns a list: the expression must build one (sorted, list, np.argsort)")
+    if why := shape_error(fn, ret.value, new):
         raise EditError(why)
     a, b = span(text, ret.value)
     end = text.find("\n", b)

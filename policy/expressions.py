@@ -94,9 +94,11 @@ def visible_names(
     return list(dict.fromkeys(params + consts)), list(NUMPY_CALLS) if numpy else []
 
 
-def pattern(names: list[str], calls: list[str]) -> str:
+def pattern(names: list[str], calls: list[str], named_first: bool = False) -> str:
     """The regular expression of an expression: factors joined by ` op `, a factor being an optionally
-    negated name, number, call of a listed function on a name, or a parenthesised group of 2-3 terms."""
+    negated name, number, call of a listed function on a name, or a parenthesised group of 2-3 terms.
+    With `named_first`, the first factor is a name or a call on one (the expression is then never a
+    constant: `np.argsort(3)` is no ordering of anything)."""
     name = "(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + ")"
     num = r"[0-9]{1,3}(\.[0-9]{1,3}){0,1}"  # `{0,1}`, not `?`: see `policy.scientist.directed_pattern`
     atoms = [name, num] + ([f"({'|'.join(re.escape(c) for c in calls)})\\({name}\\)"] if calls else [])
@@ -104,7 +106,8 @@ def pattern(names: list[str], calls: list[str]) -> str:
     op = r" [-+*/] "
     group = rf"\(-?{atom}({op}-?{atom}){{1,2}}\)"
     factor = rf"-?({atom}|{group})"
-    return rf"^{factor}({op}{factor}){{0,{MAX_TERMS - 1}}}$"
+    first = "-?(" + "|".join([name] + atoms[2:]) + ")" if named_first else factor
+    return rf"^{first}({op}{factor}){{0,{MAX_TERMS - 1}}}$"
 
 
 def random_expression(names: list[str], calls: list[str], rng: random.Random) -> str:

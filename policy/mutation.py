@@ -30,8 +30,8 @@ from arts.policy.edits import (
     SwapCall,
     apply_edit,
 )
-from arts.policy.expressions import random_expression, returns, visible_names
 from arts.policy.menus import value_menu
+from arts.policy.orderings import random_return, return_pattern
 from arts.policy.swaps import swap_menus
 from arts.policy.targets import anchor, function_nodes, list_targets, number, parse, span
 
@@ -131,10 +131,10 @@ def _candidates(path: str, text: str, rng: random.Random) -> list[tuple[BaseMode
     if ops:
         node = rng.choice(ops)
         out.append(_literal_edit(path, text, node, f"({_mutated(node)})"))
-    fns = [(n, fn) for n, fn in function_nodes(tree).items() if returns(fn) and visible_names(tree, fn)[0]]
+    fns = [(n, fn) for n, fn in function_nodes(tree).items() if return_pattern(tree, fn)]
     if fns:
         name, fn = rng.choice(fns)
-        expr = random_expression(*visible_names(tree, fn), rng)
+        expr = random_return(tree, fn, rng)
         out.append((SetReturn(function=name, expression=expr), path, None))
     return out
 

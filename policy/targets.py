@@ -16,7 +16,8 @@ import textwrap
 
 from pydantic import BaseModel, ConfigDict
 
-from arts.policy.expressions import returns, visible_names
+from arts.policy.expressions import visible_names
+from arts.policy.orderings import return_pattern
 
 ANCHOR_CHARS = 72
 """An anchor keeps this many characters of its line: enough to tell lines apart, short in a grammar."""
@@ -95,12 +96,11 @@ def list_targets(source: str) -> Targets:
 
 
 def return_functions(source: str) -> list[tuple[str, list[str]]]:
-    """(name, visible names) of the top-level functions that end in a one-line return (set_return targets)."""
+    """(name, visible names) of the top-level functions whose one-line final return is arithmetic or
+    builds a list (set_return targets)."""
     tree = parse(source)
     fns = function_nodes(tree) if tree else {}
-    return [
-        (n, visible_names(tree, fn)[0]) for n, fn in fns.items() if returns(fn) and visible_names(tree, fn)[0]
-    ]
+    return [(n, visible_names(tree, fn)[0]) for n, fn in fns.items() if return_pattern(tree, fn)]
 
 
 def anchor(lineno: int, line: str) -> str:

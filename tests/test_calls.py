@@ -175,15 +175,15 @@ def test_arts_with_a_scripted_model_tunes_the_keywords_of_the_seeds_tree(tmp_pat
     assert summary["valid_nodes"] >= 2  # the seed and at least one tuned tree
 
 
-def test_mutate_through_the_arts_command_sets_keyword_arguments(tmp_path):
+def test_mutate_through_the_arts_command_sets_keyword_arguments_and_swaps_calls(tmp_path):
     from arts.search.cli import main
     from arts.search.store import Store
 
     run = tmp_path / "run"
-    argv = ["search", "breast-cancer-tree", "--method", "mutate", "--evals", "4", "--group", "4", "--seed", "1",
+    argv = ["search", "breast-cancer-tree", "--method", "mutate", "--evals", "5", "--group", "4", "--seed", "1",
             "--run-dir", str(run), "-q"]  # fmt: skip
     assert main(argv) == 0
     with Store.open(run, create=False) as store:
         nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
     ops = [n.transcript[0]["action"]["op"] for n in nodes]
-    assert "set_keyword" in ops and {"valid"} <= {n.status for n in nodes}
+    assert {"set_keyword", "swap_call"} <= set(ops) and {"valid"} <= {n.status for n in nodes}

@@ -221,23 +221,27 @@ class SwapRules:
                 pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
                 if m := re.search(r"swap ([\w\\.#]+)", pattern):
                     cand["hypothesis"] = f"swap {m.group(1).replace(chr(92), '')} for a stronger model"
-        elif purpose == "executor" and '"swap_call"' in json.dumps(js):
-            spec = next(
-                d["properties"]
-                for d in [js, *js.get("$defs", {}).values()]
-                if "to" in d.get("properties", {})
-            )
-            menu = spec["to"].get("enum") or [spec["to"]["const"]]
-            action = {
-                "call": spec["call"]["const"],
-                "op": "swap_call",
-                "to": next((t for t in self.PREFER if t in menu), menu[0]),
-            }
+        elif purpose == "executor" and (action := self.edit(js)) is not None:
             answer = {"action": action} if "action" in schema.model_fields else action
         if answer is not None:
             text = json.dumps(answer)
             out[0][0].text, out[0][0].parsed, out[0][0].error = text, schema.model_validate_json(text), None
         return out
+
+    def edit(self, js: dict) -> dict | None:
+        """The executor's action for an action schema (its JSON schema), or None to follow the rules."""
+        spec = next(
+            (d["properties"] for d in [js, *js.get("$defs", {}).values()] if "to" in d.get("properties", {})),
+            None,
+        )
+        if spec is None:
+            return None
+        menu = spec["to"].get("enum") or [spec["to"]["const"]]
+        return {
+            "call": spec["call"]["const"],
+            "op": "swap_call",
+            "to": next((t for t in self.PREFER if t in menu), menu[0]),
+        }
 
 
 def test_arts_with_a_scripted_model_swaps_the_seeds_tree_for_a_better_classifier(tmp_path, monkeypatch):
@@ -255,17 +259,3 @@ def test_arts_with_a_scripted_model_swaps_the_seeds_tree_for_a_better_classifier
     assert swapped and all(n.status == "valid" for n in swapped)
     assert "return ExtraTreesClassifier(random_state=0)" in swapped[0].files["model.py"]
     assert swapped[0].score > state.nodes[1].score  # the move that pays on this task
-
-
-def test_mutate_through_the_arts_command_swaps_calls(tmp_path):
-    from arts.search.cli import main
-    from arts.search.store import Store
-
-    run = tmp_path / "run"
-    argv = ["search", "breast-cancer-tree", "--method", "mutate", "--evals", "5", "--group", "4", "--seed", "1",
-            "--run-dir", str(run), "-q"]  # fmt: skip
-    assert main(argv) == 0
-    with Store.open(run, create=False) as store:
-        nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
-    ops = [n.transcript[0]["action"]["op"] for n in nodes]
-    assert "swap_call" in ops, ops

@@ -1,0 +1,157 @@
+"""Returns that build a list as typed edits: the ordering grammar of set_return, built from a real
+program's signature, edits that compile and return permutations, and the executor, directed hypotheses
+and the random-mutation baseline acting over the same grammar (on the weighted-completion built-in)."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import subprocess
+import sys
+
+import pytest
+from pydantic import ValidationError
+
+from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, unwrap
+from arts.policy.mutation import random_edit
+from arts.policy.orderings import builds_list, return_pattern
+from arts.policy.targets import function_nodes, parse, return_functions
+from arts.tasks.base import BUILTIN_DIR
+from tests.test_swaps import SwapRules
+
+SEED = (BUILTIN_DIR / "weighted-completion" / "solution.py").read_text()
+SMITH = "sorted(range(len(p)), key=lambda i: p[i] / w[i])"
+
+
+def _grammar(text: str = SEED) -> str:
+    tree = parse(text)
+    return return_pattern(tree, function_nodes(tree)["order"])
+
+
+def test_a_return_that_builds_a_list_is_a_set_return_target():
+    assert builds_list(function_nodes(parse(SEED))["order"]) is not None
+    assert return_functions(SEED) == [("order", ["p", "w"])]  # so `rewrite order` is a directed move
+    text = "def f(x):\n    return [1, 2]\n"  # a literal list uses no parameter: not an ordering
+    assert builds_list(function_nodes(parse(text))["f"]) is None
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        SMITH,
+        "sorted(range(len(p)), key=lambda i: w[i] / p[i], reverse=True)",
+        "list(np.argsort(p / w))",
+        "list(np.argsort(-w)[::-1])",
+        "list(range(len(p)))[::-1]",
+        "sorted(range(len(w)), key=lambda i: np.log(p[i]) - 2 * w[i])",
+    ],
+)
+def test_the_grammar_admits_orderings_over_the_parameters(expr):
+    assert re.match(_grammar(), expr)
+
+
+@pytest.mark.parametrize(
+    "expr",
+    ["p / w", "np.argsort(p / w)", "sorted(range(len(q)), key=lambda i: q[i])", "sorted(p)", "[0, 1, 2]"],
+)
+def test_the_grammar_refuses_what_is_not_an_ordering_of_real_names(expr):
+    assert not re.match(_grammar(), expr)
+
+
+def test_without_numpy_there_is_no_argsort_and_a_parameter_named_i_moves_the_index():
+    grammar = _grammar("def order(i, w):\n    return list(range(len(i)))\n")
+    assert re.match(grammar, "sorted(range(len(i)), key=lambda j: i[j] * w[j])")
+    assert not re.match(grammar, "list(np.argsort(i))")
+
+
+def test_the_schema_offers_the_ordering_grammar_and_it_compiles_for_the_decoder():
+    schema = edit_schema({"solution.py": SEED}, {"set_return"})
+    action = unwrap(schema.model_validate({"function": "order", "op": "set_return", "expression": SMITH}))
+    assert action.expression == SMITH
+    with pytest.raises(ValidationError):
+        schema.model_validate({"function": "order", "op": "set_return", "expression": "p / w"})
+    xgr = pytest.importorskip("xgrammar")
+    xgr.Grammar.from_json_schema(
+        json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
+    )
+
+
+def test_an_ordering_return_is_not_replaced_by_arithmetic():
+    with pytest.raises(EditError, match="returns a list"):
+        apply_edit({"solution.py": SEED}, SetReturn(function="order", expression="p / w"))
+
+
+RUN_ALL = """
+import importlib, sys
+import numpy as np
+rng = np.random.default_rng(0)
+p, w = rng.integers(1, 100, 50), rng.integers(1, 20, 50)
+for name in sys.argv[1:]:
+    got = np.asarray(importlib.import_module(name).order(p, w))
+    assert got.dtype.kind == "i" and sorted(got.tolist()) == list(range(50)), name
+print("ok", len(sys.argv) - 1)
+"""
+
+
+def test_every_random_ordering_applies_compiles_and_returns_a_permutation(tmp_path):
+    """Orderings drawn from the grammar (the mutation baseline's) and Smith's rule, each applied to the
+    seed and run in a child process: every one returns a permutation of the jobs."""
+    grammar, exprs = _grammar(), [SMITH]
+    for s in range(30):
+        action = random_edit({"solution.py": SEED}, random.Random(s))
+        assert action.op == "set_return" and re.match(grammar, action.expression), action
+        exprs.append(action.expression)
+    for k, expr in enumerate(exprs):
+        out = apply_edit({"solution.py": SEED}, SetReturn(function="order", expression=expr))
+        (tmp_path / f"s{k}.py").write_text(out["solution.py"])
+    run = subprocess.run(
+        [sys.executable, "-c", RUN_ALL, *(f"s{k}" for k in range(len(exprs)))],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 0 and f"ok {len(exprs)}" in run.stdout, run.stderr[-1500:]
+    assert len({e.split("(")[0] for e in exprs}) >= 2  # sorted, list: the forms are all drawn
+
+
+class OrderRules(SwapRules):
+    """The harness's rule-following backend, writing Smith's rule for a `rewrite order` hypothesis."""
+
+    def edit(self, js: dict) -> dict | None:
+        if "SetReturn_order" in json.dumps(js):
+            return {"function": "order", "op": "set_return", "expression": SMITH}
+        return super().edit(js)
+
+
+def test_arts_with_a_scripted_model_rewrites_the_seeds_order(tmp_path, monkeypatch):
+    from arts.search.config import SearchConfig
+    from arts.search.store import Store
+    from tests.test_search import run_with_rules
+
+    backend = OrderRules()
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    summary = run_with_rules(
+        SearchConfig(task="weighted-completion", group=2, budget={"evals": 2}), tmp_path / "run"
+    )
+    with Store.open(tmp_path / "run", create=False) as store:
+        nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
+    assert nodes and all(n.hypothesis.startswith("rewrite order") for n in nodes)
+    assert nodes[0].status == "valid" and f"return {SMITH}" in nodes[0].files["solution.py"]
+    assert summary["best"]["score"] == pytest.approx(0.38128193744331884)  # the optimum, Smith's rule
+
+
+def test_mutate_through_the_arts_command_rewrites_the_order(tmp_path):
+    from arts.search.cli import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    argv = ["search", "weighted-completion", "--method", "mutate", "--evals", "4", "--group", "3", "--seed", "0",
+            "--run-dir", str(run), "-q"]  # fmt: skip
+    assert main(argv) == 0
+    with Store.open(run, create=False) as store:
+        state = store.load_state()
+    first = min((n for n in state.nodes.values() if n.parent is not None), key=lambda n: n.id)
+    assert first.transcript[0]["action"]["op"] == "set_return"  # the seed's one kind of move
+    assert json.loads((run / "summary.json").read_text())["best"]["score"] < 1.0  # beats the given order
