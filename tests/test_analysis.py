@@ -195,6 +195,7 @@ def test_answers_of_the_tiny_model_parse_under_the_grammar(tiny_backend):
     critiques = a.critic(REPORT, causes, seed=0)
     assert critiques and all(0 <= c.index < 3 and 0 <= c.score <= 1 for c in critiques), a.last.error
     assert isinstance(a.judge(REPORT, seed=0), Judgement), a.last.error
+    assert isinstance(a.reflect(REPORT, seed=0), str), a.last.error
     out = a.compare(
         [(2, "smaller radius", "0.9"), (9, "hexagonal start", "1.1")], [(1, "edges empty")], seed=0
     )
@@ -202,7 +203,7 @@ def test_answers_of_the_tiny_model_parse_under_the_grammar(tiny_backend):
     assert set(out.flawed) <= {2, 9}
 
 
-@pytest.mark.parametrize("purpose", ["plan", "causes", "critic", "judge", "compare"])
+@pytest.mark.parametrize("purpose", ["plan", "causes", "critic", "judge", "compare", "reflect"])
 def test_every_call_survives_a_truncated_answer(purpose):
     a, _ = analyst(**{purpose: '{"situation": "cut off mid'})
     calls = {
@@ -211,6 +212,7 @@ def test_every_call_survives_a_truncated_answer(purpose):
         "critic": lambda: a.critic(REPORT, [Cause(**CAUSE)] * 3),
         "judge": lambda: a.judge(REPORT),
         "compare": lambda: a.compare([(1, "h", "r")], []),
+        "reflect": lambda: a.reflect(REPORT),
     }
     assert not calls[purpose]() and a.last.error
 
@@ -225,8 +227,10 @@ def test_the_embedded_model_answers_every_call_within_the_default_caps(embedded_
     )
     causes = a.causes(REPORT, 3, seed=0)
     assert len(causes) == 3, a.last.error
-    assert a.critic(REPORT, causes, seed=0), a.last.error
+    critiques = a.critic(REPORT, causes, seed=0)
+    assert critiques and all(0 <= c.criticality <= 1 for c in critiques), a.last.error
     assert isinstance(a.judge(REPORT, seed=0), Judgement), a.last.error
+    assert a.reflect(REPORT, seed=0), a.last.error
     hyps = [(1, "a lower learning rate stabilises training", "node 4: nan at 0.5; node 6: 0.95 at 0.05")]
     out = a.compare(
         hyps + [(2, "weight decay helps", "node 5: 0.93, parent 0.91")], [(1, "nan above 0.1")], seed=0
