@@ -2,8 +2,9 @@
 
 A function that returns an ordering of its inputs (`return list(range(len(jobs)))`, a permutation
 problem's seed) has no arithmetic return for `policy.expressions` to rewrite, and a 135M model asked for
-a whole new body writes prose. So such a return gets its own regular grammar: the identity order,
-reversed; `sorted(range(len(x)), key=lambda i: <key>)` with a key over the arguments at `i` (`p[i] /
+a whole new body writes prose. So such a return gets its own regular grammar: the identity order
+reversed (not the identity itself: the 135M default, offered it, copied a seed's `list(range(len(p)))`
+into 15 of its first 16 actions, each refused as no change); `sorted(range(len(x)), key=lambda i: <key>)` with a key over the arguments at `i` (`p[i] /
 w[i]`), optionally reversed; and, when the module imports numpy as np, `list(np.argsort(<expr>))` over
 whole arrays, optionally reversed by `[::-1]`. Keys and array expressions are those of
 `policy.expressions` (names, numbers, the listed numpy calls, arithmetic), so each answer is a
@@ -58,7 +59,7 @@ def ordering_pattern(names: list[str], calls: list[str], numpy: bool) -> str:
     i = _index(names)
     seq = "(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True)) + ")"
     key = pattern([f"{n}[{i}]" for n in names], calls)[1:-1]  # the arithmetic grammar, unanchored
-    identity = rf"list\(range\(len\({seq}\)\)\)(\[::-1\]){{0,1}}"
+    identity = rf"list\(range\(len\({seq}\)\)\)\[::-1\]"  # reversed only: the plain one changes nothing
     by_key = rf"sorted\(range\(len\({seq}\)\), key=lambda {i}: {key}(, reverse=True){{0,1}}\)"
     forms = [identity, by_key]
     if numpy:

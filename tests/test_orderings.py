@@ -53,9 +53,17 @@ def test_the_grammar_admits_orderings_over_the_parameters(expr):
 
 @pytest.mark.parametrize(
     "expr",
-    ["p / w", "np.argsort(p / w)", "sorted(range(len(q)), key=lambda i: q[i])", "sorted(p)", "[0, 1, 2]"],
+    [
+        "p / w",
+        "np.argsort(p / w)",
+        "sorted(range(len(q)), key=lambda i: q[i])",
+        "sorted(p)",
+        "[0, 1, 2]",
+        "list(np.argsort(3))",
+        "list(range(len(p)))",  # the seed itself, which a small model copies
+    ],
 )
-def test_the_grammar_refuses_what_is_not_an_ordering_of_real_names(expr):
+def test_the_grammar_refuses_what_is_not_an_ordering_of_real_names_or_the_given_order(expr):
     assert not re.match(_grammar(), expr)
 
 
