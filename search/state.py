@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 NodeStatus = Literal["seed", "valid", "invalid", "pending"]
 HypothesisStatus = Literal["pending", "working", "retained", "set_aside", "revived"]
-ObservationSource = Literal["audit", "inspect", "execution", "comparison"]
+ObservationSource = Literal["audit", "inspect", "execution", "comparison", "probe"]
 Relation = Literal["support", "oppose", "neutral", "unassessed"]
 InsightKind = Literal["memory", "audit"]
 
@@ -114,7 +114,8 @@ class Observation(Record):
     text: str
     """The observation, stated as measured (numbers quoted as they were reported)."""
     source: ObservationSource
-    """Where it came from: the baseline audit, an inspection, an execution, or a comparison."""
+    """Where it came from: the baseline audit, an inspection, an execution, a comparison, or a probe
+    (`search.investigation.probes`: a measurement sought, not a by-product)."""
     region: str = ""
     """The region of the observation space it belongs to."""
     node: int | None = None

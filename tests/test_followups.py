@@ -14,8 +14,13 @@ from arts.policy.candidates import Candidate
 from arts.search.investigation import hypotheses
 from arts.search.state import Hypothesis, SearchState
 from arts.search.store import Store
-from tests.test_dual import _cfg
+from tests.test_dual import _cfg as _dual_cfg
 from tests.test_search import make_task, run_with_rules
+
+
+def _cfg(tmp_path, **kw):
+    """test_dual's config without probes (they spend evaluations the scenarios here count on), unless set."""
+    return _dual_cfg(tmp_path, **{"space": {"probe_share": 0.0}, **kw})
 
 
 def _state(run_dir):
@@ -44,8 +49,8 @@ def test_a_repair_reruns_the_hypothesis_with_the_fix_as_the_executors_instructio
     calls = recorded(rules)
     summary = run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
-    (scheduled, *_) = _events(state, "follow_up_scheduled")
-    assert scheduled["step"] == "repair" and scheduled["decision"] == "repair"
+    (scheduled, *_) = [e for e in _events(state, "follow_up_scheduled") if e["decision"] == "repair"]
+    assert scheduled["step"] == "repair"
     acted = summary["acted"]
     assert acted["decisions"] >= 1 and acted["scheduled"]["repair"] >= acted["followed_up"]["repair"] >= 1
     failed = state.nodes[scheduled["node"]]
@@ -62,8 +67,8 @@ def test_a_refinement_runs_its_child_hypothesis_with_lineage_next_round(tmp_path
     rules.bad_edits, rules.cause = 2, ("method", "major")  # criticality 0.6: a structural refinement
     run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
-    (scheduled, *_) = _events(state, "follow_up_scheduled")
-    assert scheduled["step"] == "refine" and scheduled["decision"] == "refine_structural"
+    (scheduled, *_) = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "refine"]
+    assert scheduled["decision"] == "refine_structural"
     child = state.hypotheses[scheduled["hypothesis"]]
     parent = state.hypotheses[child.parent]
     assert scheduled["node"] in parent.nodes and parent.status == "set_aside"
@@ -109,7 +114,8 @@ def test_accept_schedules_nothing_and_keeps_the_result(tmp_path, rules, monkeypa
     rules.bad_edits, rules.cause = 2, ("implementation", "major")
     summary = run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
-    assert summary["routing"].get("accept", 0) >= 1 and not _events(state, "follow_up_scheduled")
+    assert summary["routing"].get("accept", 0) >= 1
+    assert not [e for e in _events(state, "follow_up_scheduled") if e["decision"] != "prediction"]
     assert any(e["status"] == "accepted" for e in _events(state, "hypothesis_status"))
 
 
@@ -199,7 +205,7 @@ def test_without_follow_ups_decisions_stay_notes(tmp_path, rules):
     run_with_rules(_cfg(tmp_path, budget={"evals": 6}, attribution={"follow_ups": 0}), tmp_path / "run")
     state = _state(tmp_path / "run")
     assert _events(state, "routing") and not _events(state, "follow_up_scheduled")
-    assert not [n for n in state.nodes.values() if n.follows is not None]
+    assert not [n for n in state.nodes.values() if n.follows is not None or n.axis == "probe"]
 
 
 def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch):
@@ -220,3 +226,37 @@ def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch
     assert retests[0]["node"] in done  # the next round checked it
     if retests[0]["step"] == "remeasure":
         assert any(r["node"] == retests[0]["node"] for r in _events(state, "remeasure"))
+
+
+def test_a_prediction_that_names_a_constant_becomes_a_probe(tmp_path, rules):
+    """The scripted comparison predicts 'X above 3 scores lower': X is probed on the best node, halved and
+    doubled, and the observation relates to every working hypothesis (X's movers by their direction)."""
+    cfg = _cfg(tmp_path, budget={"evals": 10}, space={"probe_share": 1.0})
+    summary = run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    (scheduled, *_) = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "probe"]
+    assert scheduled["text"] == "X" and scheduled["decision"] == "prediction"
+    (probe, *_) = _events(state, "probe")
+    variants = [n for n in state.nodes.values() if n.axis == "probe"]
+    assert variants and all(n.parent == probe["node"] for n in variants)
+    o = state.observations[probe["observation"]]
+    assert o.source == "probe" and o.region == "sensitivity of X" and o.text.startswith("X ")
+    relations = {e.hypothesis: e.relation for e in state.evidence.values() if e.observation == o.id}
+    assert relations and set(relations.values()) <= {"support", "oppose", "neutral", "unassessed"}
+    movers = [
+        h
+        for h in state.hypotheses.values()
+        if h.id in relations and h.text.startswith(("increase X", "decrease X"))
+    ]
+    assert all(relations[h.id] != "unassessed" for h in movers)
+    assert summary["observations"]["count"] == len(state.observations)
+
+
+def test_probe_relations_follow_the_direction_a_hypothesis_moves():
+    from arts.search.investigation.probes import relation_to
+
+    outcome = {"low": "fell", "high": "rose"}
+    assert relation_to("increase X to 4", "X", outcome) == "support"
+    assert relation_to("decrease X to 1", "X", outcome) == "oppose"
+    assert relation_to("increase Y to 4", "X", outcome) == "unassessed"
+    assert relation_to("increase X to 4", "X", {"high": "held"}) == "neutral"

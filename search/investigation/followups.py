@@ -12,7 +12,8 @@ round runs them first:
   is run again like a repair, with the protocol fix as instructions;
 - refine: the refined child hypothesis (with its lineage) from the better of the attributed node and its
   parent, with the fix as instructions; the child becomes a working hypothesis with that node's evidence.
-A comparison's `flawed` verdict (a bug or a broken protocol, not a refutation) schedules a retest the same
+A comparison's predictions that name a constant of the best program schedule a probe of it
+(`probes`): a prediction that tells hypotheses apart becomes a measurement. A comparison's `flawed` verdict (a bug or a broken protocol, not a refutation) schedules a retest the same
 way: a remeasurement of a scored node, else a repair. Follow-ups are the harness's experiments, not the scientist's samples: they make no rollout, so
 test-time training groups stay the scientist's own draws. Each costs one evaluation of the budget; at
 most `attribution.follow_ups` run per round, oldest first.
@@ -37,16 +38,17 @@ class FollowUp(BaseModel):
     """One experiment a decision scheduled."""
 
     model_config = ConfigDict(extra="forbid")
-    step: Literal["repair", "remeasure", "refine"]
+    step: Literal["repair", "remeasure", "refine", "probe"]
     decision: str
     """The routed action that scheduled it, or `retest` (a comparison called the experiment flawed)."""
-    hypothesis: int
-    """The hypothesis it tests (the refined child, for a refinement)."""
+    hypothesis: int | None = None
+    """The hypothesis it tests (the refined child, for a refinement); None for a probe."""
     node: int
     """The attributed node it follows up."""
     parent: int
     """The node the experiment starts from (the node itself, for a remeasurement)."""
     text: str
+    """The hypothesis as the executor reads it; for a probe, the constant probed."""
     axis: str = ""
     instructions: str = ""
     round: int

@@ -16,7 +16,7 @@ from collections import Counter
 
 from arts.policy.candidates import Candidate
 from arts.policy.scientist import directed_target
-from arts.search.investigation import followups, space
+from arts.search.investigation import followups, probes, space
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
 from arts.search.state import Hypothesis, Insight, Node, SearchState
@@ -88,6 +88,7 @@ def register(ledger: Ledger, cand: Candidate, round: int, parent_hypothesis: int
     if new:
         h = ledger.add(h)
         ledger.event("hypothesis", round=round, id=h.id, text=h.text, cites=cites)
+        probes.assess(ledger, h.id, round)  # an earlier probe of what it moves bears on it
     moved = space.revive(h, round) if h.status == "set_aside" else space.work(h, round)
     return ledger.update(moved) if moved is not None else h
 

@@ -49,6 +49,9 @@ class SpaceConfig(BaseModel):
     """A candidate citing an observation no working hypothesis explains is drawn this much more often."""
     stop_when_stale: bool = True
     """Stop when a round adds no new hypothesis, observation or direction."""
+    probe_share: float = Field(0.25, ge=0, le=1)
+    """Most of the evaluation budget that probes (`probes`: measurements sought, not improvements) may
+    spend; 0 turns observation search off."""
 
 
 ACTIVE: tuple[HypothesisStatus, ...] = ("working", "retained", "revived")

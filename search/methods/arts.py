@@ -11,7 +11,7 @@ from __future__ import annotations
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import followups, hypotheses, observations, space
+from arts.search.investigation import followups, hypotheses, observations, probes, space
 from arts.search.investigation.failures import attribute_round
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
@@ -46,6 +46,8 @@ def arts_round(run: Run) -> None:
         run.phase("compare")
         on = cfg.components.observations
         flawed = observations.compare(ledger, analyst, tested, run.round, run.seeds.round(run.round), on)
+        if on and cfg.attribution.follow_ups:
+            schedule_probes(run)
     exploit = hypotheses.Exploit(
         ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
         follow_ups=cfg.attribution.follow_ups > 0,
@@ -62,12 +64,72 @@ def follow_ups(run: Run) -> list[Node]:
         if run.stop_reason(within_round=True) or (item := followups.take(run.ledger)) is None:
             break
         run.phase(f"follow up: {item.step} of node {item.node}")
+        if item.step == "probe":
+            probed = run_probe(run, item.text)
+            run.ledger.event(
+                "follow_up", **item.model_dump(), ran=run.round, result=probed[0].id if probed else None
+            )
+            nodes += probed
+            continue
         node = remeasure(run, item) if item.step == "remeasure" else follow(run, item)
         run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=node.id if node else None)
         if node is not None:
             run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {node.id}")
             nodes.append(node)
-    return [n for n in nodes if n.follows is not None]  # a remeasured node is no new experiment
+    return [n for n in nodes if n.follows is not None or n.axis == "probe"]  # a remeasurement is none
+
+
+def run_probe(run: Run, name: str) -> list[Node]:
+    """Measure how the score responds to constant `name` of the best program (`investigation.probes`):
+    the variants the run has not measured yet become nodes; the observation is the harness's."""
+    best = run.state.best()
+    if best is None:
+        return []
+    measured, nodes = {}, []
+    for side, value in probes.variants(best, name):
+        files = probes.program(best, name, value)
+        if files is None:
+            continue
+        raw = probes.known_score(run.state, files)
+        if raw is None:
+            if run.stop_reason(within_round=True):
+                break
+            action = {"name": name, "op": "set_constant", "value": value}
+
+            def edit(node: Node, workdir, files=files, action=action) -> Node:
+                node.files, node.transcript = files, [{"action": action, "applied": True}]
+                return run.lab.score(node, run.lab.evaluate(files, workdir))
+
+            node = run.lab.expand(best, f"probe {name}: {value}", "probe", edit=edit)
+            nodes.append(node)
+            raw = node.raw_score if node.status == "valid" else None
+        measured[side] = (value, raw)
+    probes.record(run.ledger, best, name, measured, run.metric, run.round)
+    run.log(f"round {run.round}: probe of {name} on node {best.id}: {len(nodes)} evaluation(s)")
+    return nodes
+
+
+def schedule_probes(run: Run) -> None:
+    """A comparison's predictions that name a constant of the best program become probes of it."""
+    best = run.state.best()
+    spent = sum(n.axis == "probe" and n.status in ("valid", "invalid") for n in run.state.nodes.values())
+    if spent + 2 > run.cfg.space.probe_share * run.cfg.budget.evals:  # a probe costs up to 2 evaluations
+        return
+    comparisons = run.ledger.events("comparison")
+    result = comparisons[-1].payload.get("result") if comparisons else None
+    if best is None or not result or comparisons[-1].payload.get("round") != run.round:
+        return
+    waiting = {f.text for f in followups.pending(run.state) if f.step == "probe"}
+    for prediction in result.get("predictions", []):
+        name = probes.named_constant(prediction, best)
+        if name is None or name in waiting or probes.probed(run.state, name, best):
+            continue
+        waiting.add(name)
+        item = followups.FollowUp(
+            step="probe", decision="prediction", node=best.id, parent=best.id, text=name,
+            instructions=prediction[:200], round=run.round,
+        )  # fmt: skip
+        followups.schedule(run.ledger, item)
 
 
 def follow(run: Run, item: followups.FollowUp) -> Node | None:
