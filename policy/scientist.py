@@ -138,7 +138,9 @@ def spread(moves: Moves, k: int) -> list[Moves]:
     return [{n: moves[n] for n in g} for g in groups]
 
 
-DIRECTED = re.compile(r"\b(increase|decrease|rewrite|tune|swap)\s+(\w+(?:\.\w+)*(?:#\d+)?)", re.IGNORECASE)
+DIRECTED = re.compile(
+    r"\b(increase|decrease|rewrite|tune|swap|probe)\s+(\w+(?:\.\w+)*(?:#\d+)?)", re.IGNORECASE
+)
 """A directed hypothesis's verb and target, wherever they stand (an edited hypothesis may lead with
 other words)."""
 
@@ -292,6 +294,7 @@ class Scientist:
             forms += ['"rewrite f" for a function f'] if "rewrite" in verbs else []
             forms += ['"tune k" for a keyword argument k of a call'] if "tune" in verbs else []
             forms += ['"swap c" for a call c, to call another of its kind'] if "swap" in verbs else []
+            forms += ['"probe X" to measure how the score responds to X'] if "probe" in verbs else []
             change = f"{' or '.join(forms)}, then what to and why"
         else:
             change = f'one concrete change, naming what to change and to what (e.g. "{example or "replace the sort by a heap"}")'

@@ -260,3 +260,21 @@ def test_probe_relations_follow_the_direction_a_hypothesis_moves():
     assert relation_to("decrease X to 1", "X", outcome) == "oppose"
     assert relation_to("increase Y to 4", "X", outcome) == "unassessed"
     assert relation_to("increase X to 4", "X", {"high": "held"}) == "neutral"
+
+
+def test_the_scientist_may_propose_a_probe_and_a_drawn_one_is_measured_not_registered(tmp_path, rules):
+    calls = recorded(rules)
+    cfg = _cfg(tmp_path, budget={"evals": 12}, space={"probe_share": 1.0}, components={"comparison": False})
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert any(p == "propose" and "probe X" in t for p, t in calls)  # offered in the prompt and grammar
+    drawn = [
+        r
+        for r in state.rollouts.values()
+        if r.node is not None and json.loads(r.action)["hypothesis"].startswith("probe X")
+    ]
+    assert drawn, [json.loads(r.action)["hypothesis"] for r in state.rollouts.values()]
+    assert all(state.nodes[r.node].axis == "probe" for r in drawn)
+    assert not [h for h in state.hypotheses.values() if h.text.startswith("probe")]
+    scheduled = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "probe"]
+    assert _events(state, "probe") and not scheduled  # sought by the scientist, not by a prediction

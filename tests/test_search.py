@@ -50,7 +50,7 @@ def make_task(root: Path) -> Path:
     return root
 
 
-MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrease)*)\)? (\w+)")
+MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrease|\|probe)*)\)? (\w+)")
 """The first move of a directed hypothesis pattern: its verbs and its target."""
 
 

@@ -15,7 +15,7 @@ from arts.search.investigation import followups, hypotheses, observations, probe
 from arts.search.investigation.failures import attribute_round
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
-from arts.search.methods.proposals import Proposed, propose, run_group
+from arts.search.methods.proposals import Proposed, probe_budget, propose, run_group, run_probe
 from arts.search.state import Node
 
 
@@ -79,41 +79,10 @@ def follow_ups(run: Run) -> list[Node]:
     return [n for n in nodes if n.follows is not None or n.axis == "probe"]  # a remeasurement is none
 
 
-def run_probe(run: Run, name: str) -> list[Node]:
-    """Measure how the score responds to constant `name` of the best program (`investigation.probes`):
-    the variants the run has not measured yet become nodes; the observation is the harness's."""
-    best = run.state.best()
-    if best is None:
-        return []
-    measured, nodes = {}, []
-    for side, value in probes.variants(best, name):
-        files = probes.program(best, name, value)
-        if files is None:
-            continue
-        raw = probes.known_score(run.state, files)
-        if raw is None:
-            if run.stop_reason(within_round=True):
-                break
-            action = {"name": name, "op": "set_constant", "value": value}
-
-            def edit(node: Node, workdir, files=files, action=action) -> Node:
-                node.files, node.transcript = files, [{"action": action, "applied": True}]
-                return run.lab.score(node, run.lab.evaluate(files, workdir))
-
-            node = run.lab.expand(best, f"probe {name}: {value}", "probe", edit=edit)
-            nodes.append(node)
-            raw = node.raw_score if node.status == "valid" else None
-        measured[side] = (value, raw)
-    probes.record(run.ledger, best, name, measured, run.metric, run.round)
-    run.log(f"round {run.round}: probe of {name} on node {best.id}: {len(nodes)} evaluation(s)")
-    return nodes
-
-
 def schedule_probes(run: Run) -> None:
     """A comparison's predictions that name a constant of the best program become probes of it."""
     best = run.state.best()
-    spent = sum(n.axis == "probe" and n.status in ("valid", "invalid") for n in run.state.nodes.values())
-    if spent + 2 > run.cfg.space.probe_share * run.cfg.budget.evals:  # a probe costs up to 2 evaluations
+    if not probe_budget(run):
         return
     comparisons = run.ledger.events("comparison")
     result = comparisons[-1].payload.get("result") if comparisons else None

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 
 from arts.policy.candidates import Candidate
-from arts.policy.scientist import Proposal, canonical_action
+from arts.policy.scientist import Proposal, canonical_action, directed_target
 from arts.search.context import Run
-from arts.search.investigation import hypotheses, observations
+from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.plan import plan_lines
 from arts.search.investigation.reports import report
 from arts.search.investigation.spacemap import render_space
@@ -97,6 +97,12 @@ def propose(
         return Proposed([], None)
     if moves and (gone := hypotheses.abandoned(run.state)):  # a pivot: propose from elsewhere
         moves = {name: verbs for name, verbs in moves.items() if name not in gone} or moves
+    if moves and investigate and probe_budget(run):  # observation search: constants not yet probed
+        seen = run.state.meta.get(probes.KEY, {})
+        moves = {
+            n: (*v, "probe") if ("increase" in v or "decrease" in v) and n not in seen else v
+            for n, v in moves.items()
+        }
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
     k = cfg.ttt.parents if cfg.ttt.enabled else cfg.scientist.parents
@@ -122,6 +128,12 @@ def propose(
     return Proposed(cands, prop, tail)
 
 
+def probe_budget(run: Run) -> bool:
+    """Whether one more probe (up to 2 evaluations) fits in `space.probe_share` of the budget."""
+    spent = sum(n.axis == "probe" and n.status in ("valid", "invalid") for n in run.state.nodes.values())
+    return spent + 2 <= run.cfg.space.probe_share * run.cfg.budget.evals
+
+
 def run_group(
     run: Run, proposed: Proposed, picks: list[tuple[int, float, bool]], register: bool
 ) -> list[Node]:
@@ -134,6 +146,8 @@ def run_group(
             break
         run.phase(f"execute {i}/{len(picks)}")
         c = cands[idx]
+        probe = directed_target(c.hypothesis)
+        probe = probe[1] if probe and probe[0] == "probe" else None
         rollout = run.ledger.add(
             Rollout(
                 round=run.round,
@@ -150,6 +164,13 @@ def run_group(
         )
         if run.learning is not None:
             rollout = run.learning.on_rollout(rollout)
+        if probe is not None:  # an observation sought: measured, not registered as a hypothesis
+            probed = run_probe(run, probe)
+            if probed:
+                rollout.node = probed[0].id
+                run.ledger.update(rollout)
+            nodes += probed
+            continue
         h = hypotheses.register(run.ledger, c, run.round) if register else None
         node = run.lab.expand(run.state.nodes[c.parent], c.hypothesis, c.axis, rollout)
         if h is not None:
@@ -158,4 +179,34 @@ def run_group(
                 run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
             )
         nodes.append(node)
+    return nodes
+
+
+def run_probe(run: Run, name: str) -> list[Node]:
+    """Measure how the score responds to constant `name` of the best program (`investigation.probes`):
+    the variants the run has not measured yet become nodes; the observation is the harness's."""
+    best = run.state.best()
+    if best is None:
+        return []
+    measured, nodes = {}, []
+    for side, value in probes.variants(best, name):
+        files = probes.program(best, name, value)
+        if files is None:
+            continue
+        raw = probes.known_score(run.state, files)
+        if raw is None:
+            if run.stop_reason(within_round=True):
+                break
+            action = {"name": name, "op": "set_constant", "value": value}
+
+            def edit(node: Node, workdir, files=files, action=action) -> Node:
+                node.files, node.transcript = files, [{"action": action, "applied": True}]
+                return run.lab.score(node, run.lab.evaluate(files, workdir))
+
+            node = run.lab.expand(best, f"probe {name}: {value}", "probe", edit=edit)
+            nodes.append(node)
+            raw = node.raw_score if node.status == "valid" else None
+        measured[side] = (value, raw)
+    probes.record(run.ledger, best, name, measured, run.metric, run.round)
+    run.log(f"round {run.round}: probe of {name} on node {best.id}: {len(nodes)} evaluation(s)")
     return nodes
