@@ -195,6 +195,9 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
     assert first in finished and second not in finished
     assert "still to run: an interim report" in (out / "summary.md").read_text()  # written after each run
     assert list(pd.read_csv(out / "runs.csv").method) == ["mutate"]
+    assert cmd_bench(parse([*flags(2), "--report"])) == 0  # a report of what is there; nothing runs
+    assert len((second / "bench-sessions.jsonl").read_text().splitlines()) == 1
+    assert list(pd.read_csv(out / "runs.csv").run_dir) == ["runs/task-a--mutate--s0"]  # no machine's paths
 
     assert cmd_bench(parse(flags(3))) == 0  # the same command continues it (here three runs at a time)
 

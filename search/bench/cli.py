@@ -65,6 +65,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", type=Path, required=True, help="the bench folder (created; reused to continue)")
     p.add_argument("--jobs", type=int, default=1, help="runs at a time, one worker process each (default 1)")
+    p.add_argument(
+        "--report", action="store_true",
+        help="run nothing: write the tables, figures and summary of the runs finished so far",
+    )  # fmt: skip
     p.add_argument("--model", help="scientist and executor model of every run (default: the embedded model)")
     p.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="a config field for every run, e.g. group=4"
@@ -94,7 +98,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from arts.search.bench.runner import run_bench
 
     cfg = config_from(args)
-    results = run_bench(cfg, log=lambda line: print(line, flush=True))
+    results = run_bench(cfg, log=lambda line: print(line, flush=True), run=not args.report)
+    if args.report:
+        return 0
     failed = [r.row for r in results if r.row["status"] != "finished"]
     if failed:
         print(

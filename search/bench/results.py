@@ -46,7 +46,13 @@ class RunResult:
 
 def read_run(job: Job, task: str, error: str = "") -> RunResult:
     """The run's results under the task name `task`; a run without a final summary gives a failed row."""
-    row: dict[str, Any] = {"task": task, "method": job.method, "seed": job.seed, "run_dir": str(job.run_dir)}
+    # the run folder relative to the bench folder: the tables hold no machine's absolute paths
+    row: dict[str, Any] = {
+        "task": task,
+        "method": job.method,
+        "seed": job.seed,
+        "run_dir": f"runs/{job.run_dir.name}",
+    }
     s = final_summary(job.run_dir)
     if s is None:
         return RunResult(row | {"status": "failed", "error": error})

@@ -126,8 +126,22 @@ def run_jobs(
     return failed
 
 
-def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[RunResult]:
-    """Run (or continue) the bench in `cfg.out` and write its report; returns every run's results."""
+def results_of(
+    jobs: list[Job], table: dict[tuple, RunResult], tasks: dict, failed: dict[tuple, str] | None
+) -> list[RunResult]:
+    """Every run's results; while the bench runs (failed is None), only the finished ones."""
+    out = []
+    for j in jobs:
+        if j.key in table:
+            out.append(table[j.key])
+        elif failed is not None or final_summary(j.run_dir) is not None:
+            out.append(read_run(j, tasks[j.task].name, (failed or {}).get(j.key, "")))
+    return out
+
+
+def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print, run: bool = True) -> list[RunResult]:
+    """Run (or continue) the bench in `cfg.out` and write its report; returns every run's results. With
+    `run` false nothing runs: the report of the runs finished so far (`arts bench --report`)."""
     from arts.search.bench.report import write_report
     from arts.tasks.base import resolve_task
 
@@ -143,6 +157,10 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[RunR
             for j in jobs
             if (key := (tasks[j.task].name, j.method, j.seed)) in kept and folder_state(j.run_dir) == "fresh"
         }
+        if not run:
+            done = results_of(jobs, table, tasks, None)
+            write_report(cfg, tasks, done, log, pending=len(jobs) - len(done))
+            return done
         todo = [j for j in jobs if j.key not in table and prepare(j) != "finished"]
         log(
             f"bench: {len(jobs)} runs ({len(cfg.tasks)} tasks x {len(cfg.methods)} methods x "
@@ -150,22 +168,12 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print) -> list[RunR
             f"{f' ({len(table)} kept from {RUNS})' if table else ''}; {cfg.evals} evals each"
         )
 
-        def results(failed: dict[tuple, str] | None) -> list[RunResult]:
-            """Every run's results; while the bench runs (failed is None), only the finished ones."""
-            out = []
-            for j in jobs:
-                if j.key in table:
-                    out.append(table[j.key])
-                elif failed is not None or final_summary(j.run_dir) is not None:
-                    out.append(read_run(j, tasks[j.task].name, (failed or {}).get(j.key, "")))
-            return out
-
         def interim() -> None:  # the tables and the report stay current: a killed bench loses no result
-            done = results(None)
+            done = results_of(jobs, table, tasks, None)
             write_report(cfg, tasks, done, lambda line: None, pending=len(jobs) - len(done))
 
         failed = run_jobs(todo, cfg.jobs, log, on_done=interim)
-        final = results(failed)
+        final = results_of(jobs, table, tasks, failed)
         write_report(cfg, tasks, final, log)
         return final
     finally:
