@@ -1,0 +1,110 @@
+"""Replay a test-time-training run's groups under other GRPO settings, and ask each the credit question.
+
+A TTT run stores every group it trained on (the state prompt, the sampled proposal's tokens, each drawn
+candidate's span and reward). This script trains a fresh adapter on those groups in the run's order, one
+update per round, for each learning rate given; before each update it scores the round's group (which that
+adapter has not seen) under the adapter and under the base model, and counts, over pairs of differently
+rewarded actions, how often the adapter had raised the better one more (`training.credit`: 0.5 is no
+learning). It answers "would another learning rate have learned something that carries to later rounds?"
+without running a search again. The replay is off policy (the actions were sampled by the run's own
+adapter); each update starts at ratio 1 under the replayed adapter, as an on-policy update would.
+
+Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR [--lr 2e-4 1e-3 5e-3] [--epochs 1] [--threads 1]
+       [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
+from arts.search.config import load_config  # noqa: E402
+from arts.search.store import Store  # noqa: E402
+from arts.training.credit import CreditAction, base_span_logprobs, credit  # noqa: E402
+from arts.training.grpo import GRPOConfig  # noqa: E402
+from arts.training.ttt import ActionGroup, Trainer  # noqa: E402
+
+
+def groups_of(run_dir: Path) -> list[list]:
+    """The run's rewarded groups that carry sampled tokens, in round order."""
+    with Store.open_readonly(run_dir) as store:
+        state = store.load_state()
+    by_group: dict[int, list] = defaultdict(list)
+    for r in state.rollouts.values():
+        if r.reward is not None and r.tokens and len(r.span) == 2:
+            by_group[r.group].append(r)
+    return [sorted(g, key=lambda r: r.id) for _, g in sorted(by_group.items())]
+
+
+def replay(model: str | None, groups: list[list], lr: float, epochs: int, seed: int) -> dict:
+    backend = TransformersBackend(model, seed=seed)
+    trainer = Trainer(backend, GRPOConfig(lr=lr, epochs=epochs, seed=seed), Path(tempfile.mkdtemp()))
+    trainer.start()
+    actions, kls, updates, seconds = [], [], 0, 0.0
+    for members in groups:
+        first = members[0]
+        spans = [(r.span[0], r.span[1]) for r in members]
+        full = trainer.proposal_logprobs(first.prompt, first.json_schema, first.tokens)
+        base = base_span_logprobs(backend, first.prompt, first.json_schema, first.tokens, spans)
+        if full is None or base is None:
+            continue
+        old = [full[s:e] for s, e in spans]
+        if updates:  # the adapter has seen only earlier rounds: this group is held out
+            actions += [
+                CreditAction(first.group, r.reward, math.fsum(o), b) for r, o, b in zip(members, old, base)
+            ]
+        group = ActionGroup(first.prompt, first.json_schema, [r.action for r in members],
+                            [r.reward for r in members], old, first.tokens, spans)  # fmt: skip
+        result = trainer.update([group])
+        if result.applied:
+            updates += 1
+            kls.append(result.stats.kl)
+            seconds += result.stats.seconds
+    check = credit(actions)
+    return {"lr": lr, "epochs": epochs, "updates": updates, "kl_last": kls[-1] if kls else None,
+            "update_s": seconds / updates if updates else None, **check.model_dump()}  # fmt: skip
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--lr", type=float, nargs="+", default=[2e-4, 1e-3, 5e-3])
+    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    cfg = load_config(args.run_dir / "config.toml", {})
+    groups = groups_of(args.run_dir)
+    print(f"{args.run_dir}: {len(groups)} groups with sampled tokens and rewards")
+    rows = []
+    for lr in args.lr:
+        t0 = time.perf_counter()
+        row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.ttt.grpo.seed)
+        rows.append(row)
+        c = row["concordance"]
+        print(
+            f"lr {lr:g}: {row['updates']} updates, KL to base at the last {row['kl_last'] or 0:.2e}/token, "
+            f"held-out concordance {'-' if c is None else f'{c:.3f}'} over {row['pairs']} pairs "
+            f"({time.perf_counter() - t0:.0f}s)"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
