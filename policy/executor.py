@@ -14,8 +14,6 @@ any generated code.
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import re
 import time
 from collections.abc import Callable
@@ -26,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
 from arts.policy.calls import call_sites, keyword_menus
-from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, unwrap
+from arts.policy.edits import EditError, apply_edit, constant_menus, edit_schema, program_key, unwrap
 from arts.policy.executor_prompt import action_prompt, one_line, window
 from arts.policy.scientist import directed_target
 from arts.policy.swaps import swap_menus, swap_sites
@@ -157,22 +155,6 @@ def _ops_of(schema: type[BaseModel]) -> list[str]:
     js = schema.model_json_schema()
     defs = list(js.get("$defs", {}).values()) or [js]
     return [d["properties"]["op"]["const"] for d in defs if "op" in d.get("properties", {})]
-
-
-def program_key(files: dict[str, str]) -> str:
-    """A digest of a program's files: equal programs, equal keys. A Python file counts by its syntax tree,
-    so comments, layout and the spelling of a literal do not make a new program: in a char-lm benchmark
-    run, `LR = 0.003` re-ran the seed's `LR = 3e-3` at the cost of an evaluation."""
-    h = hashlib.blake2b(digest_size=16)
-    for path in sorted(files):
-        text = files[path]
-        if path.endswith(".py"):
-            try:
-                text = ast.dump(ast.parse(text))
-            except SyntaxError:
-                pass  # keyed by its text
-        h.update(path.encode() + b"\0" + text.encode() + b"\0")
-    return h.hexdigest()
 
 
 def _fresh(

@@ -228,8 +228,24 @@ class Lab:
         return node
 
     def known_programs(self) -> Callable[[dict[str, str]], str | None]:
-        """`known(files)`: the node that already ran exactly this program ("node 3: score 0.5"), if any.
-        Keys are computed once per finished node; a failed node counts only if it changed its parent."""
+        """`known(files)`: the node that already ran exactly this program ("node 3: score 0.5"), if any."""
+        index = self._index()
+
+        def known(files: dict[str, str]) -> str | None:
+            n = self.known_node(files, index)
+            if n is None:
+                return None
+            return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + fmt(n.raw_score)}"
+
+        return known
+
+    def known_node(self, files: dict[str, str], index: dict[str, Node] | None = None) -> Node | None:
+        """The node that already ran exactly this program (a scored one before a failed one), if any."""
+        return (index if index is not None else self._index()).get(program_key(files))
+
+    def _index(self) -> dict[str, Node]:
+        """Program key -> the node that ran it. Keys are computed once per finished node; a failed node
+        counts only if it changed its parent."""
         for n in self.state.nodes.values():
             if n.id in self._program_keys or n.status == "pending":
                 continue
@@ -241,11 +257,4 @@ class Lab:
             n = self.state.nodes[nid]
             if key and (key not in index or n.status != "invalid"):
                 index[key] = n
-
-        def known(files: dict[str, str]) -> str | None:
-            n = index.get(program_key(files))
-            if n is None:
-                return None
-            return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + fmt(n.raw_score)}"
-
-        return known
+        return index

@@ -19,7 +19,6 @@ from __future__ import annotations
 from typing import Literal
 
 from arts.policy.edits import EditError, SetConstant, apply_edit
-from arts.policy.executor import program_key
 from arts.policy.menus import value_menu
 from arts.policy.scientist import directed_target
 from arts.policy.targets import list_targets, number
@@ -128,12 +127,3 @@ def program(node: Node, name: str, value: int | float) -> dict[str, str] | None:
         return apply_edit(node.files, SetConstant(name=name, value=value))
     except EditError:
         return None
-
-
-def known_score(state: SearchState, files: dict[str, str]) -> float | None:
-    """The raw score a valid node with exactly this program measured, if the run has one."""
-    key = program_key(files)
-    for n in state.nodes.values():
-        if n.status in ("valid", "seed") and n.raw_score is not None and program_key(n.files) == key:
-            return n.raw_score
-    return None

@@ -193,8 +193,9 @@ def run_probe(run: Run, name: str) -> list[Node]:
         files = probes.program(best, name, value)
         if files is None:
             continue
-        raw = probes.known_score(run.state, files)
-        if raw is None:
+        seen = run.lab.known_node(files)
+        raw = seen.raw_score if seen is not None and seen.status in ("valid", "seed") else None
+        if seen is None:
             if run.stop_reason(within_round=True):
                 break
             action = {"name": name, "op": "set_constant", "value": value}
