@@ -17,6 +17,7 @@ command does: a command that cannot start comes back as an `Outcome` saying why.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import selectors
@@ -47,6 +48,8 @@ REPORT_LIMIT = 3 << 20
 """A larger launcher report is dropped (result.json is capped at 1 MiB)."""
 DISK_CHECK_S = 0.25
 """How often the working copy's size is checked against the command's disk_mb."""
+SPAWN_RETRY_S = (0.5, 2.0)
+"""Pauses before trying a spawn again that fork refused for want of processes or memory."""
 _GRACE_S = 1.0  # after the command exits, how long its pipes may still drain
 
 
@@ -131,6 +134,19 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
             os.close(pidfd)
 
 
+def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
+    """Popen, tried again twice when fork finds the machine out of processes or memory for a moment (a
+    loaded machine, or processes a killed run left behind that the next lease is still reaping)."""
+    for pause in SPAWN_RETRY_S:
+        try:
+            return subprocess.Popen(argv, **kwargs)
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ENOMEM):
+                raise
+            time.sleep(pause)
+    return subprocess.Popen(argv, **kwargs)
+
+
 def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> Outcome:
     """Run argv in workdir under plan and cfg's timeout; every process it started is gone on return."""
     start = time.monotonic()
@@ -139,14 +155,13 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
         hidden = os.pathsep.join(plan.hidden)
         argv = [sys.executable, LAUNCHER_IN_SANDBOX, str(w), hidden, *argv]
     try:
-        proc = subprocess.Popen([*plan.prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
-                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, preexec_fn=preexec(plan),
-                                pass_fds=() if w is None else (w,))  # fmt: skip
+        proc = _spawn([*plan.prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
+                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      start_new_session=True, preexec_fn=preexec(plan),
+                      pass_fds=() if w is None else (w,))  # fmt: skip
     except (OSError, subprocess.SubprocessError) as e:
-        for fd in (r, w):
-            if fd is not None:
-                os.close(fd)
+        if r is not None:
+            os.close(r)  # w: in the finally below, once
         return Outcome(stopped=f"could not start {argv[0]!r}: {e}")
     finally:
         if w is not None:

@@ -378,3 +378,35 @@ def test_an_interpreter_under_tmp_stays_visible_over_the_private_tmp(tmp_path, m
     tmpfs = args.index("--tmpfs")
     binds = [i for i in range(len(args) - 2) if args[i] == "--ro-bind" and args[i + 1] == str(venv)]
     assert binds and max(binds) > tmpfs  # bound after the tmpfs, which would otherwise cover it
+
+
+def test_a_command_that_cannot_start_is_an_outcome_and_leaks_no_descriptor(tmp_path):
+    """A failure between fork and exec (here: a memory cgroup that is gone) is told as the evaluation's
+    outcome; the pipe the launcher would have reported on is closed once, not twice."""
+    from arts.tasks.base import CommandConfig
+    from arts.tasks.isolation import Plan
+    from arts.tasks.process import execute
+
+    before = len(os.listdir("/proc/self/fd"))
+    plan = Plan(cgroup=tmp_path / "gone", launcher=True)
+    out = execute(["python", "-c", "pass"], CommandConfig(command=["python"]), tmp_path, plan)
+    assert out.stopped.startswith("could not start"), out
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
+def test_a_spawn_refused_for_a_moment_is_tried_again(tmp_path, monkeypatch):
+    import errno
+
+    from arts.tasks import process
+
+    calls, real = [], subprocess.Popen
+
+    def flaky(*args, **kwargs):
+        calls.append(1)
+        if len(calls) < 3:
+            raise BlockingIOError(errno.EAGAIN, "Resource temporarily unavailable")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(process, "SPAWN_RETRY_S", (0.0, 0.0))
+    monkeypatch.setattr(process.subprocess, "Popen", flaky)
+    assert run(make_task(tmp_path)).valid and len(calls) == 3
