@@ -9,6 +9,9 @@ w[i]`), optionally reversed; and, when the module imports numpy as np, `list(np.
 whole arrays, optionally reversed by `[::-1]`. Keys and array expressions are those of
 `policy.expressions` (names, numbers, the listed numpy calls, arithmetic), so each answer is a
 well-formed permutation of `range(len(x))` over real names; whether it is a good one is the experiment.
+With value menus (the small profile) the grammar is an enum of concrete orderings instead (`ordering_menu`,
+less those already evaluated): under the regular grammar the 135M default answered a refused ordering
+again until its actions ran out (5 valid of 15 nodes on weighted-completion).
 Not covered: comprehensions with conditions, lists that are not permutations (subsets, repeats),
 keys over more than one index.
 """
@@ -23,6 +26,8 @@ from arts.policy.expressions import OPERATORS, pattern, random_expression, retur
 
 BUILDERS = ("list", "sorted", "reversed", "range", "np.argsort", "np.arange", "np.lexsort")
 """A one-line return calling one of these (outermost, or under a slice) builds a list or an array."""
+ORDERING_MENU = 24
+"""At most this many orderings on a list-building return's menu (`ordering_menu`)."""
 
 
 def _callee(node: ast.expr) -> str:
@@ -67,6 +72,22 @@ def ordering_pattern(names: list[str], calls: list[str], numpy: bool) -> str:
             rf"list\(np\.argsort\({pattern(names, calls, named_first=True)[1:-1]}\)(\[::-1\]){{0,1}}\)"
         )
     return "^(" + "|".join(forms) + ")$"
+
+
+def ordering_menu(names: list[str], limit: int = ORDERING_MENU) -> list[str]:
+    """The orderings a value menu offers for a list-building return over `names` (the small profile's
+    set_return answers, one enum entry each): the identity reversed, then `sorted` by each parameter, by
+    each ratio and by each product of two, each also reversed; the first three parameters only. Each is a
+    permutation of `range(len(names[0]))`, so every entry runs; which one scores is the experiment."""
+    i, names = _index(names), names[:3]
+    keys = [f"{a}[{i}]" for a in names]
+    keys += [f"{a}[{i}] / {b}[{i}]" for a in names for b in names if a != b]
+    keys += [f"{a}[{i}] * {b}[{i}]" for n, a in enumerate(names) for b in names[n + 1 :]]
+    seq = names[0]
+    menu = [f"list(range(len({seq})))[::-1]"]
+    for key in keys:
+        menu += [f"sorted(range(len({seq})), key=lambda {i}: {key}{rev})" for rev in ("", ", reverse=True")]
+    return menu[:limit]
 
 
 def random_ordering(names: list[str], calls: list[str], numpy: bool, rng: random.Random) -> str:

@@ -13,9 +13,9 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, unwrap
+from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, ordering_menus, unwrap
 from arts.policy.mutation import random_edit
-from arts.policy.orderings import builds_list, return_pattern
+from arts.policy.orderings import builds_list, ordering_menu, return_pattern
 from arts.policy.targets import function_nodes, parse, return_functions
 from arts.tasks.base import BUILTIN_DIR
 from tests.test_swaps import SwapRules
@@ -105,7 +105,8 @@ print("ok", len(sys.argv) - 1)
 def test_every_random_ordering_applies_compiles_and_returns_a_permutation(tmp_path):
     """Orderings drawn from the grammar (the mutation baseline's) and Smith's rule, each applied to the
     seed and run in a child process: every one returns a permutation of the jobs."""
-    grammar, exprs = _grammar(), [SMITH]
+    grammar, exprs = _grammar(), [SMITH, *ordering_menu(["p", "w"])]
+    assert all(re.match(grammar, e) for e in exprs)  # the menu is inside the grammar
     for s in range(30):
         action = random_edit({"solution.py": SEED}, random.Random(s))
         assert action.op == "set_return" and re.match(grammar, action.expression), action
@@ -128,8 +129,16 @@ class OrderRules(SwapRules):
     """The harness's rule-following backend, writing Smith's rule for a `rewrite order` hypothesis."""
 
     def edit(self, js: dict) -> dict | None:
-        if "SetReturn_order" in json.dumps(js):
-            return {"function": "order", "op": "set_return", "expression": SMITH}
+        spec = next(
+            (d for d in [js, *js.get("$defs", {}).values()] if d.get("title") == "SetReturn_order"), None
+        )
+        if spec is not None:  # Smith's rule while the menu holds it, else the menu's first ordering
+            menu = spec["properties"]["expression"].get("enum", [SMITH])
+            return {
+                "function": "order",
+                "op": "set_return",
+                "expression": SMITH if SMITH in menu else menu[0],
+            }
         return super().edit(js)
 
 
@@ -163,3 +172,56 @@ def test_mutate_through_the_arts_command_rewrites_the_order(tmp_path):
     first = min((n for n in state.nodes.values() if n.parent is not None), key=lambda n: n.id)
     assert first.transcript[0]["action"]["op"] == "set_return"  # the seed's one kind of move
     assert json.loads((run / "summary.json").read_text())["best"]["score"] < 1.0  # beats the given order
+
+
+def test_with_value_menus_a_list_return_answers_from_its_fresh_orderings():
+    """The small profile's set_return on a list-building return is an enum of orderings; those already
+    evaluated leave it, and a function with none left has no branch."""
+    files = {"solution.py": SEED}
+    menus = ordering_menus(files)
+    assert SMITH in menus["order"] and "list(range(len(p)))[::-1]" in menus["order"]
+    assert len(menus["order"]) == len(set(menus["order"])) == 11  # reversed identity + 5 keys, both ways
+    tried = apply_edit(files, SetReturn(function="order", expression=SMITH))
+    fresh = ordering_menus(files, keep=lambda edited: edited != tried)
+    assert SMITH not in fresh["order"] and len(fresh["order"]) == 10
+    schema = edit_schema(files, {"set_return"}, orderings=fresh)
+    js = schema.model_json_schema()
+    assert js["properties"]["expression"]["enum"] == fresh["order"]
+    with pytest.raises(ValidationError):
+        schema.model_validate({"function": "order", "op": "set_return", "expression": SMITH})
+    with pytest.raises(EditError, match="no target"):
+        edit_schema(files, {"set_return"}, orderings={"order": []})
+
+
+def test_the_executor_never_answers_an_evaluated_ordering_again():
+    """A model that always takes the first entry of the menu still walks through distinct orderings:
+    each evaluated one leaves the next step's enum."""
+    from arts.policy.executor import Executor, ExecutorConfig
+    from arts.tasks.base import EvalResult
+    from tests.test_executor import ScriptedBackend
+
+    class First(ScriptedBackend):
+        def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+            entry = schema.model_json_schema()["properties"]["expression"]["enum"][0]
+            self.answers = [{"function": "order", "op": "set_return", "expression": entry}]
+            return super().generate(prompts, n, sampling, schema, adapter, purpose)
+
+    programs = []
+
+    def validate(files):
+        programs.append(files["solution.py"])
+        return EvalResult(valid=False, reason="worse than the seed")
+
+    cfg = ExecutorConfig(ops=["set_return"], max_actions=4, max_evals=4)
+    Executor(First([]), cfg).run("rewrite order", {"solution.py": SEED}, ["solution.py"], validate)
+    assert len(programs) == 4 and len(set(programs)) == 4
+
+
+def test_rewrite_leaves_the_directed_targets_once_every_ordering_ran():
+    from arts.search.methods.targets import targets
+    from arts.search.state import Node, SearchState
+
+    state = SearchState()
+    state.nodes[0] = Node(id=0, status="seed", files={"solution.py": SEED}, score=1.0, raw_score=1.0)
+    assert "order" in targets(state, lambda files: None)
+    assert targets(state, lambda files: "ran" if files["solution.py"] != SEED else None) is None
