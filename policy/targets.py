@@ -3,7 +3,7 @@
 Found by parsing a Python file, never by running it. The executor's action schemas and appliers
 (`policy.edits`), its prompt, the random-mutation baseline (`policy.mutation`) and the search's directed
 targets all read a program through this module, so they agree on what exists: a module-level UPPER_CASE
-constant, a top-level function (with its body, docstring left out), a function ending in a one-line
+constant (and each number of one that is a short literal list or tuple, `SIZES#1`), a top-level function (with its body, docstring left out), a function ending in a one-line
 `return` of an expression, and a line named by its number and stripped text.
 Not done: class attributes and methods (only `replace_lines` reaches inside a class), and other
 languages (a file that is not Python has no targets).
@@ -19,6 +19,8 @@ from pydantic import BaseModel, ConfigDict
 from arts.policy.expressions import visible_names
 from arts.policy.orderings import return_pattern
 
+ELEMENTS = 8
+"""A module-level list or tuple of at most this many numbers has each number as a target (`_elements`)."""
 ANCHOR_CHARS = 72
 """An anchor keeps this many characters of its line: enough to tell lines apart, short in a grammar."""
 
@@ -54,7 +56,8 @@ def span(text: str, node: ast.AST) -> tuple[int, int]:
 
 
 def constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
-    """Module-level UPPER_CASE assignments (plain or annotated): name → value expression."""
+    """Module-level UPPER_CASE assignments (plain or annotated): name → value expression; a literal list
+    or tuple of numbers adds each number as `NAME#k`."""
     out: dict[str, ast.expr] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -65,7 +68,19 @@ def constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
             continue
         if name.isupper():  # UPPER_CASE
             out[name] = value
+            out |= _elements(name, value)
     return out
+
+
+def _elements(name: str, value: ast.expr) -> dict[str, ast.expr]:
+    """The numbers of a literal list or tuple of at most ELEMENTS numbers, each a constant of its own named
+    `NAME#k` (the k-th, from 1, as `policy.calls` numbers calls): `SIZES = (64, 32)` gives SIZES#1 and
+    SIZES#2, which a value menu moves one at a time."""
+    if not isinstance(value, ast.List | ast.Tuple) or not 1 <= len(value.elts) <= ELEMENTS:
+        return {}
+    if not all(number(ast.unparse(e)) is not None for e in value.elts):
+        return {}
+    return {f"{name}#{k}": e for k, e in enumerate(value.elts, 1)}
 
 
 def function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -20,6 +20,7 @@ from arts.policy.edits import (
     SetReturn,
     WriteFile,
     apply_edit,
+    constant_menus,
     edit_schema,
     unwrap,
 )
@@ -358,3 +359,30 @@ def test_number_pattern_of_set_return_keeps_its_decimal_point_under_the_grammar(
         return xgr.testing._is_grammar_accept_string(grammar, json.dumps(answer, separators=(", ", ": ")))
 
     assert accepts("a * 2.5") and accepts("a * 25") and not accepts("a * 2555")
+
+
+LISTS = "SIZES = (64, 32)\nWEIGHTS = [0.5, -1.0, 2]\nNAMES = ['a', 'b']\n\n\ndef f(x):\n    return x * WEIGHTS[0]\n"
+
+
+def test_numbers_of_a_literal_list_or_tuple_are_targets_of_their_own():
+    from arts.policy.mutation import random_edit
+    from arts.policy.scientist import directed_target
+    from arts.search.methods.targets import targets
+    from arts.search.state import Node, SearchState
+
+    consts = list_targets(LISTS).constants
+    assert {"SIZES#1", "SIZES#2", "WEIGHTS#3"} <= set(consts) and "NAMES#1" not in consts
+    menus = constant_menus({"s.py": LISTS})
+    assert 128 in menus["SIZES#1"] and -2.0 in menus["WEIGHTS#2"]
+    schema = edit_schema({"s.py": LISTS}, {"set_constant"}, menus=menus)
+    action = unwrap(schema.model_validate({"action": {"op": "set_constant", "name": "SIZES#2", "value": 64}}))
+    assert apply_edit({"s.py": LISTS}, action)["s.py"].startswith("SIZES = (64, 64)\n")
+    state = SearchState()
+    state.nodes[0] = Node(id=0, status="seed", files={"s.py": LISTS}, score=1.0, raw_score=1.0)
+    moves = targets(state, lambda files: None)
+    assert moves["WEIGHTS#2"] == ("increase", "decrease")
+    assert directed_target("increase WEIGHTS#2 to -0.5") == ("increase", "WEIGHTS#2")
+    edited = {
+        getattr(random_edit({"s.py": LISTS}, __import__("random").Random(s)), "name", "") for s in range(40)
+    }
+    assert edited & {"SIZES#1", "SIZES#2", "WEIGHTS#1", "WEIGHTS#2", "WEIGHTS#3"}  # mutate moves them too
