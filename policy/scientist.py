@@ -100,6 +100,9 @@ def _hypothesis(pattern: str | None = None):
     return Field(pattern=pattern or HYPOTHESIS_PATTERN)  # the pattern bounds the length
 
 
+GENERIC_EXAMPLE = "replace the sort by a heap"
+"""The example hypothesis of a free proposal when the program has no target to name."""
+
 Moves = dict[str, tuple[str, ...]]
 """Targets of directed hypotheses, most promising first: a name and the verbs it takes (`increase`,
 `decrease` for a numeric constant; `rewrite` for a function; `tune` for a keyword argument of a call;
@@ -274,12 +277,13 @@ class Scientist:
         targets: Moves | None = None,
     ) -> Proposal:
         """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
-        example's form, so it should name something that exists). With `observation_ids`, each candidate
+        example's form, so it should name something that exists; None shows GENERIC_EXAMPLE, "" none). With `observation_ids`, each candidate
         may cite the observations (shown as `o<id>`) that motivated it. With `targets` (`Moves`) and
         `config.directed`, every hypothesis is one of the moves, each candidate drawing on its own share
         of them (`spread`, `directed_pattern`), and no example is shown. An answer cut off at max_tokens
         keeps its complete candidates."""
         k = self.config.candidates
+        example = GENERIC_EXAMPLE if example is None else example
         shares = spread(targets, k) if targets and self.config.directed else []
         patterns = [directed_pattern(m) for m in shares] or None
         schema = proposal_schema(parent_ids, k, observation_ids, patterns)
@@ -297,7 +301,8 @@ class Scientist:
             forms += ['"probe X" to measure how the score responds to X'] if "probe" in verbs else []
             change = f"{' or '.join(forms)}, then what to and why"
         else:
-            change = f'one concrete change, naming what to change and to what (e.g. "{example or "replace the sort by a heap"}")'
+            shown = f' (e.g. "{example}")' if example else ""
+            change = f"one concrete change, naming what to change and to what{shown}"
         ask += (
             f" parent: the node to start from; hypothesis: {change}; axis: the name of what it varies;"
             " region: the kind of change, in one or two words."

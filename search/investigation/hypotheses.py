@@ -52,6 +52,27 @@ def admissible(state: SearchState, cands: list[Candidate], round: int, threshold
     return out
 
 
+def copies(cands: list[Candidate], example: str | None) -> list[bool]:
+    """Which candidates repeat what the proposal already holds: the same hypothesis from the same parent
+    as an earlier candidate, or the prompt's example once one candidate has taken it; every candidate when
+    all of them are the example (the proposal is then asked again without one). A small model copies the
+    example into every candidate (5 of 5 in a char-lm proposal); drawing them would spend the round's N
+    actions on one experiment."""
+    shown = _words(example) if example else None
+    keys = [(c.parent, _words(c.hypothesis)) for c in cands]
+    if shown is not None and keys and all(k[1] == shown for k in keys):
+        return [True] * len(keys)
+    out: list[bool] = []
+    for n, key in enumerate(keys):
+        earlier = keys[:n]
+        out.append(key in earlier or (key[1] == shown and any(k[1] == shown for k in earlier)))
+    return out
+
+
+def _words(text: str) -> str:
+    return " ".join(text.lower().split()).rstrip(".")
+
+
 def selection_weights(
     state: SearchState, cands: list[Candidate], cite_boost: float, observations: bool
 ) -> list[float]:

@@ -140,11 +140,10 @@ def remeasure(run: Run, item: followups.FollowUp) -> Node | None:
 
 
 def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:
-    """A proposal and which of its candidates may be drawn; after a pivot, asked again (bounded) until
-    some candidate is distinct from the abandoned directions."""
-    threshold = run.cfg.attribution.distinct_threshold
+    """A proposal and which of its candidates may be drawn; when none may (after a pivot, or every
+    candidate the prompt's example), asked again (bounded, without an example) until one may."""
     proposed = propose(run, investigate=True)
-    ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
+    ok = admissible(run, proposed)
     for attempt in range(1, run.cfg.attribution.pivot_retries + 1):
         if any(ok) or not proposed.candidates:
             break
@@ -155,8 +154,17 @@ def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:
             candidates=[c.model_dump() for c in proposed.candidates],
         )
         proposed = propose(run, attempt=attempt, investigate=True)
-        ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
+        ok = admissible(run, proposed)
     return proposed, ok
+
+
+def admissible(run: Run, proposed: Proposed) -> list[bool]:
+    """Which candidates may be drawn: distinct from the abandoned directions and not a copy of another
+    candidate or of the prompt's example (`hypotheses.copies`)."""
+    threshold = run.cfg.attribution.distinct_threshold
+    ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
+    copied = hypotheses.copies(proposed.candidates, proposed.example)
+    return [keep and not copy for keep, copy in zip(ok, copied)]
 
 
 def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float, bool]]:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 
 from arts.policy.candidates import Candidate
-from arts.policy.scientist import Proposal, canonical_action, directed_target
+from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action, directed_target
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.plan import plan_lines
@@ -31,6 +31,8 @@ class Proposed:
     candidates: list[Candidate]
     proposal: Proposal | None
     tail: bool = False
+    example: str | None = None
+    """The example hypothesis the prompt showed (a free-hypothesis proposal), if any."""
 
 
 def space_prompt(run: Run) -> tuple[str, list[int]]:
@@ -116,7 +118,7 @@ def propose(
         allowed,
         tail=tail,
         seed=run.seeds.proposal(run.round, attempt),
-        example=None if moves else targeting.example(run.state, run.rng),
+        example=(example := "" if moves or attempt else targeting.example(run.state, run.rng)),
         observation_ids=obs or None,
         targets=moves or None,
     )
@@ -125,7 +127,7 @@ def propose(
         error = prop.completion.error if prop.completion else ""
         run.ledger.event("proposal_failed", round=run.round, error=error)
         run.log(f"round {run.round}: unusable proposal ({error or 'no answer'})")
-    return Proposed(cands, prop, tail)
+    return Proposed(cands, prop, tail, GENERIC_EXAMPLE if example is None else example or None)
 
 
 def probe_budget(run: Run) -> bool:

@@ -1,0 +1,59 @@
+"""Proposals whose candidates copy each other or the prompt's example: the copies are not drawn, and a
+proposal made only of the example is asked again without one (`hypotheses.copies`)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from arts.policy.candidates import Candidate
+from arts.search.config import SearchConfig
+from arts.search.investigation.hypotheses import copies
+from arts.search.store import Store
+from tests.test_search import RuleBackend, make_task, run_with_rules
+
+
+def _cand(h: str, parent: int = 0) -> Candidate:
+    return Candidate(parent=parent, hypothesis=h, axis="x", region="r", probability=0.25)
+
+
+def test_copies_of_another_candidate_or_of_the_example_are_marked():
+    ex = "change X from 10 to a better value"
+    cands = [_cand(ex), _cand("Change X from 10 to a better value."), _cand("halve X"), _cand("halve X", 1)]
+    assert copies(cands, ex) == [False, True, False, False]  # another parent is another experiment
+    assert copies([_cand(ex), _cand(ex)], ex) == [True, True]  # nothing but the example: ask again
+    assert copies([_cand("a"), _cand("a")], None) == [False, True]
+
+
+class Copier(RuleBackend):
+    """Writes the prompt's example into every candidate whenever the prompt shows one."""
+
+    def __init__(self):
+        super().__init__()
+        self.examples: list[str | None] = []
+
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        out = super().generate(prompts, n, sampling, schema, adapter, purpose)
+        if purpose == "propose":
+            m = re.search(r'e\.g\. "([^"]+)"', prompts[-1]["content"])
+            self.examples.append(m.group(1) if m else None)
+            if m:
+                answer = json.loads(out[0][0].text)
+                for cand in answer["candidates"]:
+                    cand["hypothesis"] = m.group(1)
+                out[0][0].text, out[0][0].parsed = json.dumps(answer), schema.model_validate(answer)
+        return out
+
+
+def test_a_proposal_that_only_copies_the_example_is_asked_again_without_it(tmp_path, monkeypatch):
+    backend = Copier()
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=2, budget={"evals": 2})
+    cfg.scientist.directed = False
+    run_with_rules(cfg, tmp_path / "run")
+    assert backend.examples[:2] == [backend.examples[0], None] and backend.examples[0]
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    assert any(e.kind == "indistinct" for e in state.events.values())
+    drawn = [n.hypothesis for n in state.nodes.values() if n.parent is not None]
+    assert drawn and backend.examples[0] not in drawn  # the round ran the second proposal's candidates
