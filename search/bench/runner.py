@@ -26,6 +26,7 @@ from pathlib import Path
 from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, folder_state, plan, prepare
 from arts.search.bench.results import RunResult, read_run
 from arts.search.bench.tables import RUNS, kept_results
+from arts.search.bench.worker import PARENT_VAR
 
 COMPARABLE = ("evals", "model", "overrides")
 """Settings every run of one bench folder must share."""
@@ -75,6 +76,7 @@ def _tail(path: Path, lines: int = 12) -> str:
 def _launch(job: Job, threads: int) -> subprocess.Popen:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))  # J workers share the cores instead of each taking all
+    env[PARENT_VAR] = str(os.getpid())
     with (job.run_dir / LOG_FILE).open("a") as log:
         return subprocess.Popen(
             [sys.executable, "-m", "arts.search.bench.worker", str(job.run_dir)],

@@ -24,6 +24,8 @@ from pathlib import Path
 from arts.search.bench.plan import JOB_FILE, SESSIONS_FILE, folder_state
 
 PR_SET_PDEATHSIG = 1
+PARENT_VAR = "ARTS_BENCH_PID"
+"""The bench's pid, set by the bench: a worker whose bench died while it started finds itself an orphan."""
 
 
 def die_with_parent() -> None:
@@ -58,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m arts.search.bench.worker RUN_DIR", file=sys.stderr)
         return 2
-    parent = os.getppid()
+    parent = int(os.environ.get(PARENT_VAR, os.getppid()))
     die_with_parent()
-    if os.getppid() != parent:  # the bench died before the request took effect
+    if os.getppid() != parent:  # the bench died before the request took effect (even before we started)
         return 1
     summary = run_job(Path(args[0]))
     print(f"finished: {summary['stopped_because']}", flush=True)
