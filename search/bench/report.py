@@ -38,7 +38,8 @@ from arts.tasks.base import Task
 
 COLUMNS = [
     "task", "method", "seed", "status", "best", "test_score", "baseline", "evaluations", "tokens", "seconds",
-    "updates", "credit_concordance", "credit_pairs", "normalised", "stopped_because", "run_dir", "error",
+    "updates", "experiments", "valid", "credit_concordance", "credit_pairs", "normalised", "stopped_because",
+    "run_dir", "error",
 ]  # fmt: skip
 
 UPDATE_COLUMNS = [
@@ -147,6 +148,15 @@ def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) ->
     return lines + _table(["A − B", "tasks", "IQM(A) − IQM(B) [95% CI]"], diffs)
 
 
+def _valid_share(rows: list[dict[str, Any]]) -> str:
+    """Valid experiments of all the runs' experiments, e.g. `23/36 (64%)`; "-" for tables without them."""
+    pairs = [
+        (r["valid"], r["experiments"]) for r in rows if _num(r.get("valid")) and _num(r.get("experiments"))
+    ]
+    valid, total = sum(int(v) for v, _ in pairs), sum(int(t) for _, t in pairs)
+    return f"{valid}/{total} ({100 * valid / total:.0f}%)" if total else "-"
+
+
 def per_task(
     cfg: BenchConfig, rows: list[dict[str, Any]], norms: dict[str, dict[str, Any]], pics: dict
 ) -> list[str]:
@@ -170,10 +180,12 @@ def per_task(
                 [m, str(len(mine)), _fmt(statistics.median(best)) if best else "-",
                  f"{_fmt(min(best))} – {_fmt(max(best))}" if best else "-",
                  _fmt(statistics.median(test)) if test else "-", _fmt(_mean(norm), 3),
-                 _fmt(statistics.median(norm), 3) if norm else "-", _fmt(_mean([r["seconds"] for r in mine]))]
+                 _fmt(statistics.median(norm), 3) if norm else "-", _fmt(_mean([r["seconds"] for r in mine])),
+                 _valid_share(mine), f"{sum(x > 0 for x in norm)}/{len(norm)}"]
             )  # fmt: skip
         header = ["method", "runs", "best (median)", "best (range)", "test (median)", "normalised (mean)"]
-        lines += _table([*header, "normalised (median)", "seconds (mean)"], body)
+        header += ["normalised (median)", "seconds (mean)", "valid experiments", "beat the seed"]
+        lines += _table(header, body)
         if name in pics:
             lines += ["", f"![best so far on {name}]({pics[name].name})"]
     return lines

@@ -37,7 +37,8 @@ from arts.search.store import Store, StoreError
 @dataclass
 class RunResult:
     row: dict[str, Any]
-    """task, method, seed, status, best, test_score, baseline, evaluations, tokens, seconds, updates, ..."""
+    """task, method, seed, status, best, test_score, baseline, evaluations, tokens, seconds, updates,
+    experiments (nodes but the seed), valid (of those, the valid ones), ..."""
     curve: list[tuple[int, float, float | None]] = field(default_factory=list)
     """(evaluations, seconds, best score so far), from the seed program (0, 0, its score) on."""
     updates: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +66,8 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "tokens": sum(s["tokens"].values()),
         "seconds": s["wall_s"],
         "updates": s.get("updates", {}).get("count", 0),
+        "experiments": s["nodes"] - 1,  # the seed is not an experiment
+        "valid": s["valid_nodes"] - (s["baseline"] is not None),
         "stopped_because": s["stopped_because"],
         **_credit(job.run_dir, s),
     }

@@ -19,7 +19,8 @@ from arts.search.bench.results import RunResult
 RUNS, UPDATES, CURVES = "runs.csv", "updates.csv", "curves.csv"
 KEY = ("task", "method", "seed")
 CURVE_COLUMNS = ["task", "method", "seed", "evaluations", "seconds", "best"]
-COUNTS = ("seed", "evaluations", "tokens", "updates", "credit_pairs", "update", "round", "groups")
+COUNTS = ("seed", "evaluations", "tokens", "updates", "credit_pairs", "update", "round", "groups", "experiments",
+          "valid")  # fmt: skip
 """Integer columns, read back as floats where a column has an empty cell."""
 
 
