@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import re
 import math
 import os
+import re
 import shutil
 import signal
 import subprocess
