@@ -377,8 +377,12 @@ def ordering_menus(
         for name, fn in (function_nodes(tree) if tree else {}).items():
             if builds_list(fn) is None or returns(fn) is not None or not parameters(fn):
                 continue
-            menu = ordering_menu(parameters(fn))
-            if keep is not None:
-                menu = [e for e in menu if keep(apply_edit(files, SetReturn(function=name, expression=e)))]
-            menus[name] = menu
+            menus[name] = []
+            for expr in ordering_menu(parameters(fn)):
+                try:  # an ordering the function already returns is no edit
+                    edited = apply_edit(files, SetReturn(function=name, expression=expr))
+                except EditError:
+                    continue
+                if keep is None or keep(edited):
+                    menus[name].append(expr)
     return menus

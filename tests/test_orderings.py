@@ -191,6 +191,8 @@ def test_with_value_menus_a_list_return_answers_from_its_fresh_orderings():
         schema.model_validate({"function": "order", "op": "set_return", "expression": SMITH})
     with pytest.raises(EditError, match="no target"):
         edit_schema(files, {"set_return"}, orderings={"order": []})
+    smith = apply_edit(files, SetReturn(function="order", expression=SMITH))  # a program returning one
+    assert ordering_menus(smith)["order"] == [e for e in menus["order"] if e != SMITH]
 
 
 def test_the_executor_never_answers_an_evaluated_ordering_again():
