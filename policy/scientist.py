@@ -109,6 +109,20 @@ Moves = dict[str, tuple[str, ...]]
 `swap` for a call whose callee has siblings, named as in `policy.calls` (`np.mean`, `Ridge#2`))."""
 
 
+KINDS = {"increase": "constants", "decrease": "constants", "rewrite": "returns", "tune": "keywords",
+         "swap": "calls", "probe": "probes"}  # fmt: skip
+"""The region of a directed move, by its verb: a readable vocabulary of kinds of change."""
+
+
+def labelled(c: Candidate) -> Candidate:
+    """A directed candidate whose axis is the target its hypothesis moves and whose region is the kind of
+    that move (`KINDS`); a candidate that names no move is returned as it is."""
+    move = directed_target(c.hypothesis)
+    if move is None or move[0] not in KINDS:
+        return c
+    return c.model_copy(update={"axis": move[1], "region": KINDS[move[0]]})
+
+
 def _escape_dots(name: str) -> str:
     return name.replace(".", r"\.")
 
@@ -171,17 +185,24 @@ def candidate_schema(parent_ids: list[int]) -> type[BaseModel]:
 
 
 def candidate_item(
-    parent_ids: list[int], observation_ids: list[int] | None = None, pattern: str | None = None
+    parent_ids: list[int],
+    observation_ids: list[int] | None = None,
+    pattern: str | None = None,
+    moves: Moves | None = None,
 ) -> type[BaseModel]:
     """One verbalized candidate: the action, its region, its stated probability, and (when observations are
     shown) the observation ids that motivated it. No free-text rationale: at 135M parameters every field
     costs tokens, and K=5 candidates with a rationale ran past 320 tokens in 3 of 3 proposals. `pattern`
-    replaces the hypothesis's default pattern (see `directed_pattern`)."""
+    replaces the hypothesis's default pattern (see `directed_pattern`); with its `moves`, the axis is one
+    of their targets and the region one of their kinds (`KINDS`), a vocabulary instead of free strings."""
+    label = (str, Field(min_length=2, max_length=30))
+    axes = list(moves or {})
+    kinds = sorted({KINDS[v] for verbs in (moves or {}).values() for v in verbs})
     fields: dict = {
         "parent": (_ids(parent_ids), ...),
         "hypothesis": (str, _hypothesis(pattern)),
-        "axis": (str, Field(min_length=2, max_length=30)),
-        "region": (str, Field(min_length=2, max_length=30)),
+        "axis": (Literal[tuple(axes)], ...) if axes else label,
+        "region": (Literal[tuple(kinds)], ...) if kinds else label,
         "probability": (float, Field(ge=0, le=1)),
     }
     if observation_ids:
@@ -194,11 +215,14 @@ def proposal_schema(
     k: int,
     observation_ids: list[int] | None = None,
     patterns: list[str | None] | None = None,
+    shares: list[Moves] | None = None,
 ) -> type[BaseModel]:
     """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
-    pattern i (a JSON-schema tuple, which xgrammar enforces position by position)."""
+    pattern i (a JSON-schema tuple, which xgrammar enforces position by position), and its axis and
+    region name one of `shares[i]`'s targets and kinds."""
     if patterns:
-        items = tuple(candidate_item(parent_ids, observation_ids, p) for p in patterns)
+        shares = shares or [None] * len(patterns)
+        items = tuple(candidate_item(parent_ids, observation_ids, p, m) for p, m in zip(patterns, shares))
         return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
     cand = candidate_item(parent_ids, observation_ids)
     return create_model(
@@ -286,7 +310,7 @@ class Scientist:
         example = GENERIC_EXAMPLE if example is None else example
         shares = spread(targets, k) if targets and self.config.directed else []
         patterns = [directed_pattern(m) for m in shares] or None
-        schema = proposal_schema(parent_ids, k, observation_ids, patterns)
+        schema = proposal_schema(parent_ids, k, observation_ids, patterns, shares or None)
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
@@ -319,6 +343,8 @@ class Scientist:
             Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})
             for cand, p in zip(raw, normalise([r["probability"] for r in raw]))
         ]
+        if patterns:  # the labels say what the hypothesis moves, whichever of its share the model named
+            cands = [labelled(c) for c in cands]
         tokenizer = getattr(self.backend, "tokenizer", None)
         spans = []
         if tokenizer is not None and c.token_ids:

@@ -57,3 +57,29 @@ def test_a_proposal_that_only_copies_the_example_is_asked_again_without_it(tmp_p
     assert any(e.kind == "indistinct" for e in state.events.values())
     drawn = [n.hypothesis for n in state.nodes.values() if n.parent is not None]
     assert drawn and backend.examples[0] not in drawn  # the round ran the second proposal's candidates
+
+
+def test_directed_candidates_are_labelled_from_a_vocabulary(tmp_path, rules):
+    """Axis: the target the hypothesis moves; region: the kind of move. The grammar offers only those, and
+    a candidate naming another target of its share is relabelled after the one it moves."""
+    from arts.policy.scientist import KINDS, labelled, proposal_schema
+
+    schema = proposal_schema(
+        [1], 2, None, ["^increase X$", "^tune alpha$"], [{"X": ("increase",)}, {"alpha": ("tune",)}]
+    )
+    items = [
+        m.model_json_schema()["properties"] for m in schema.model_fields["candidates"].annotation.__args__
+    ]
+    assert [(p["axis"]["const"], p["region"]["const"]) for p in items] == [
+        ("X", "constants"),
+        ("alpha", "keywords"),
+    ]
+    c = labelled(_cand("swap Ridge#2 for a forest"))
+    assert (c.axis, c.region) == ("Ridge#2", KINDS["swap"]) and labelled(_cand("free text")).axis == "x"
+
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=2, budget={"evals": 4})
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    labels = {(h.axis, h.region) for h in state.hypotheses.values()}
+    assert labels and labels <= {("x", "constant"), ("x", "probe"), ("value", "return")}, labels  # normalised

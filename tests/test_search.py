@@ -54,6 +54,11 @@ MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrea
 """The first move of a directed hypothesis pattern: its verbs and its target."""
 
 
+def _first(prop: dict, default: str) -> str:
+    """The first value a JSON-schema string property allows (`const` or `enum`), else `default`."""
+    return prop["const"] if "const" in prop else (prop.get("enum") or [default])[0]
+
+
 class RuleBackend:
     """Answers every call with a schema-valid object built by simple rules (harness tests only)."""
 
@@ -101,12 +106,14 @@ class RuleBackend:
                 pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
                 verbs, target = m.groups() if (m := MOVE.search(pattern)) else ("increase|decrease", "X")
                 verb = verbs.split("|")[i % len(verbs.split("|"))]  # the first move this candidate is offered
+                props = item.model_json_schema()["properties"]
                 cands.append(
                     {
                         "parent": self.rng.choice(parents),
                         "hypothesis": f"{verb} {target} towards three, step {i}",
-                        "axis": "X value" if i % 2 else "x-values",  # one axis written two ways
-                        "region": "constants",
+                        # the grammar's vocabulary where it has one, else one axis written two ways
+                        "axis": _first(props["axis"], "X value" if i % 2 else "x-values"),
+                        "region": _first(props["region"], "constants"),
                         "probability": 1.0 / (i + 1),
                     }
                 )
