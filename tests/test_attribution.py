@@ -18,10 +18,10 @@ from arts.search.investigation.attribution import (
     distinct,
     rank,
     route,
-    similarity,
     stalled,
     trajectory,
 )
+from arts.search.investigation.meaning import overlap
 
 CFG = AttributionConfig()
 EXPECTED = {
@@ -152,8 +152,8 @@ def test_distinctness_of_pivots():
     assert distinct("add dropout between the hidden layers", archived, CFG.distinct_threshold)
     assert distinct("anything new", [], CFG.distinct_threshold)
     assert not distinct("the of and", archived, CFG.distinct_threshold)  # no content words at all
-    assert similarity("Heap SORT", "sort heap") == 1.0
-    assert similarity("set X to 0.5", "set X to 0.7") < 1.0  # numbers are words too
+    assert overlap("Heap SORT", "sort heap") == 1.0
+    assert overlap("set X to 0.5", "set X to 0.7") < 1.0  # numbers are words too
 
 
 class Scripted:

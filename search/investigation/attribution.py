@@ -16,13 +16,13 @@ Deliberately not done here: no model prompt (policy.analysis), no storage and no
 
 from __future__ import annotations
 
-import re
 import statistics
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from arts.policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
+from arts.search.investigation import meaning
 
 Action = Literal["accept", "repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
 
@@ -46,9 +46,6 @@ DISCARDING: frozenset[Action] = frozenset({"pivot"})
 CLAMPED_TO: Action = "refine_structural"
 UNSCORED = 0.5
 """Score of a cause the critic did not score (every cause, when the critic failed: ties keep order)."""
-STOPWORDS = frozenset(
-    "a an and are as at be by for from in into is it its of on or the this that to use using with".split()
-)
 
 
 class AttributionConfig(BaseModel):
@@ -89,7 +86,8 @@ class AttributionConfig(BaseModel):
     max_decay: float = Field(0.8, gt=0, le=1)
     """Stalled when the last window gained less than (1 - max_decay) of what the window before it did."""
     distinct_threshold: float = Field(0.5, gt=0, le=1)
-    """A pivot whose word overlap (Jaccard) with an archived hypothesis reaches this is not new."""
+    """A pivot whose similarity (`meaning.similarity`: cosine of sentence embeddings, else word overlap)
+    with an archived hypothesis reaches this is not new."""
     pivot_retries: int = Field(2, ge=0)
     """How many times the loop asks again for a pivot that is distinct from the archived ones."""
     per_round: int = Field(1, ge=0)
@@ -243,29 +241,12 @@ def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig)
     )
 
 
-def words(text: str) -> set[str]:
-    """Lowercased content words (numbers kept, stopwords and a plural 's' dropped)."""
-    out = set()
-    for w in re.findall(r"[a-z0-9]+(?:\.[0-9]+)?", text.lower()):
-        if w in STOPWORDS:
-            continue
-        out.add(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w)
-    return out
-
-
-def similarity(a: str, b: str) -> float:
-    """Jaccard overlap of the content words of two texts (1.0 when both have none)."""
-    wa, wb = words(a), words(b)
-    if not wa and not wb:
-        return 1.0
-    return len(wa & wb) / len(wa | wb)
-
-
 def distinct(text: str, archived: list[str], threshold: float) -> bool:
-    """Whether `text` differs from every archived hypothesis (overlap below `threshold` with each)."""
-    if not words(text):
+    """Whether `text` differs from every archived hypothesis: its similarity by meaning (`meaning`; word
+    overlap without the model) is below `threshold` with each."""
+    if not meaning.words(text):
         return False
-    return all(similarity(text, old) < threshold for old in archived)
+    return all(meaning.similarity(text, old) < threshold for old in archived)
 
 
 def attribute(

@@ -10,8 +10,9 @@ observation is confirmed, and what counts as refuted or established (the map the
 
 Every function returns the records to add (id 0) or changed copies (same id); the caller persists them
 with `Store.add` / `Store.update`. Nothing here does I/O, calls a model, or mutates the records it is given.
-Not done here: no semantic similarity (labels and texts are compared after a lexical normalisation only),
-and no weighing of evidence beyond counting: one confirmed opposing observation refutes a hypothesis.
+A hypothesis is found again by meaning (`meaning.same`: a paraphrase of a set-aside hypothesis is that
+hypothesis, cooldown included); labels and observations are compared after a lexical normalisation.
+Not done here: weighing evidence beyond counting: one confirmed opposing observation refutes a hypothesis.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from arts.search.investigation import meaning
 from arts.search.state import (
     Evidence,
     Hypothesis,
@@ -108,13 +110,14 @@ def _changed(record: R, **changes: object) -> R:
 
 
 def find_hypothesis(state: SearchState, text: str) -> Hypothesis | None:
-    """The oldest stored hypothesis with the same normalised text (archived ones included), or None."""
+    """The oldest stored hypothesis (archived ones included) with the same normalised text, else the
+    oldest that is the same experiment by meaning (`meaning.same`), or None."""
     key = normalise_label(text)
     if not key:
         return None
-    return next(
-        (h for _, h in sorted(state.hypotheses.items()) if normalise_label(h.text) == key),
-        None,
+    stored = [h for _, h in sorted(state.hypotheses.items())]
+    return next((h for h in stored if normalise_label(h.text) == key), None) or next(
+        (h for h in stored if meaning.same(text, h.text)), None
     )
 
 
