@@ -196,7 +196,13 @@ def _grow(n: int) -> SearchState:
             text=f"idea {i} on axis {i % 37}", axis=f"axis {i % 37}", region=f"r{i % 5}", status=status
         )
         put(s, record_node(h.model_copy(update={"cooldown_until": i}), node.id))
-        put(s, Observation(text=f"observation number {i}", source="execution", provisional=i % 2 == 0))
+        source = "probe" if i % 3 == 0 else "execution"
+        put(
+            s,
+            Observation(
+                text=f"observation number {i}", source=source, region=f"of r{i % 2}", provisional=i % 2 == 0
+            ),
+        )
     return s
 
 
@@ -211,6 +217,7 @@ def test_render_stays_within_budget_as_the_state_grows():
     text = render_space(_grow(200), 400, count)
     for title in (
         "Hypothesis map",
+        "Observation map",
         "Under-explored",
         "Set aside, may be revived",
         "Unexplained observations",
@@ -223,6 +230,18 @@ def test_render_of_an_empty_space_is_empty_and_a_tiny_budget_drops_whole_lines()
     assert render_space(SearchState(), 400, count) == ""
     text = render_space(_grow(50), 30, count)
     assert count(text) <= 30 and all(line.startswith(("## ", "- ")) for line in text.splitlines() if line)
+
+
+def test_the_observation_map_counts_per_source_and_region():
+    from arts.search.investigation.spacemap import observation_map
+
+    lines = observation_map(_grow(12))  # ids 3, 6, 9, 12 probes; even ids provisional; region of r<id % 2>
+    assert lines == [
+        "- execution / r0: 4 obs, 4 unexplained, 0 confirmed",
+        "- execution / r1: 4 obs, 4 unexplained, 4 confirmed",
+        "- probe / r0: 2 obs, 2 unexplained, 0 confirmed",
+        "- probe / r1: 2 obs, 2 unexplained, 2 confirmed",
+    ]
 
 
 def test_best_supported_prefers_unrefuted_then_score_then_support():

@@ -1,6 +1,6 @@
 """The map of the hypothesis space the scientist's prompt shows: one row per (axis, region) with its counts,
-best score and last round touched, the under-explored cells, revivable set-asides and unexplained
-observations, all within a token budget.
+best score and last round touched, the observation map (counts per source and region), the under-explored
+cells, revivable set-asides and unexplained observations, all within a token budget.
 
 Every section is capped, so the rendered map stops growing with the state; lines are taken round-robin
 across sections while they fit and dropped whole, never cut. Not done here: the rules of the space
@@ -75,6 +75,24 @@ def under_explored(rows: list[RegionRow], k: int) -> list[RegionRow]:
     return sorted(open_rows, key=lambda r: (r.nodes, r.hypotheses, r.last_round, r.axis, r.region))[:k]
 
 
+def observation_map(state: SearchState) -> list[str]:
+    """One line per (source, region) of the observation space, most observations first: how many there
+    are, how many no active hypothesis explains, and how many were confirmed (`probe / sensitivity of LR:
+    3 obs, 1 unexplained, 2 confirmed`); sought observations (probes) and by-products are told apart by
+    their source."""
+    open_ids = {o.id for o in unexplained(state)}
+    cells: dict[tuple[str, str], list[int]] = {}
+    for o in state.observations.values():
+        counts = cells.setdefault((o.source, normalise_label(o.region) or "-"), [0, 0, 0])
+        counts[0] += 1
+        counts[1] += o.id in open_ids
+        counts[2] += not o.provisional
+    order = sorted(cells.items(), key=lambda kv: (-kv[1][0], kv[0]))
+    return [
+        f"- {src} / {region}: {n} obs, {u} unexplained, {c} confirmed" for (src, region), (n, u, c) in order
+    ]
+
+
 def _nodes(k: int) -> str:
     return f"{k} node" if k == 1 else f"{k} nodes"
 
@@ -96,7 +114,7 @@ def render_space(
     round: int | None = None,
     per_section: int = 12,
 ) -> str:
-    """The map, under-explored cells, revivable set-asides and unexplained observations, within the budget.
+    """The maps, under-explored cells, revivable set-asides and unexplained observations, within the budget.
 
     Each section is capped at `per_section` lines, so the cost stops growing with the state; lines are
     then taken round-robin across sections while they fit, and whole lines are dropped, never cut.
@@ -106,6 +124,7 @@ def render_space(
     unexp = sorted(unexplained(state), key=lambda o: (o.provisional, -o.id))  # confirmed, then newest
     sections = [
         ("Hypothesis map (axis / region)", [_row_line(r) for r in rows[:per_section]]),
+        ("Observation map (source / region)", observation_map(state)[:per_section]),
         (
             "Under-explored",
             [
