@@ -26,3 +26,5 @@ class Candidate(BaseModel):
     """The probability as the model wrote it."""
     cites: list[int] = []
     """Observation ids that motivated it."""
+    refines: int | None = None
+    """The id of the shown hypothesis it refines (its lineage), if it names one."""

@@ -50,6 +50,10 @@ class ScientistConfig(BaseModel):
     temperature: float = Field(0.8, ge=0)
     max_tokens: int = Field(320, gt=0)
     """Cap on a proposal's tokens; audits and inspections use less."""
+    refines: int = Field(0, ge=0, le=10)
+    """A free proposal shows up to this many working or retained hypotheses (`h<id>`), and a candidate may
+    name the one it refines: its lineage, told to the executor too. 0 (the small profile) shows none: at
+    135M parameters every field costs tokens."""
     parents: int = Field(1, ge=0)
     """On an optimize task, the parents a proposal may name are the this-many best-scoring nodes (0: every
     node the state shows). Measured in a char-lm benchmark run with the 135M default, 5 of 8 experiments
@@ -189,6 +193,7 @@ def candidate_item(
     observation_ids: list[int] | None = None,
     pattern: str | None = None,
     moves: Moves | None = None,
+    refinable: list[int] | None = None,
 ) -> type[BaseModel]:
     """One verbalized candidate: the action, its region, its stated probability, and (when observations are
     shown) the observation ids that motivated it. No free-text rationale: at 135M parameters every field
@@ -207,6 +212,8 @@ def candidate_item(
     }
     if observation_ids:
         fields["cites"] = (list[_ids(observation_ids)], Field(max_length=2))
+    if refinable:
+        fields["refines"] = (_ids(refinable) | None, None)  # optional: an answer without it still stands
     return create_model("Candidate", __config__=ConfigDict(extra="forbid"), **fields)
 
 
@@ -216,6 +223,7 @@ def proposal_schema(
     observation_ids: list[int] | None = None,
     patterns: list[str | None] | None = None,
     shares: list[Moves] | None = None,
+    refinable: list[int] | None = None,
 ) -> type[BaseModel]:
     """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
     pattern i (a JSON-schema tuple, which xgrammar enforces position by position), and its axis and
@@ -224,7 +232,7 @@ def proposal_schema(
         shares = shares or [None] * len(patterns)
         items = tuple(candidate_item(parent_ids, observation_ids, p, m) for p, m in zip(patterns, shares))
         return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
-    cand = candidate_item(parent_ids, observation_ids)
+    cand = candidate_item(parent_ids, observation_ids, refinable=refinable)
     return create_model(
         "Proposal",
         __config__=ConfigDict(extra="forbid"),
@@ -299,18 +307,21 @@ class Scientist:
         example: str | None = None,
         observation_ids: list[int] | None = None,
         targets: Moves | None = None,
+        refinable: dict[int, str] | None = None,
     ) -> Proposal:
         """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
         example's form, so it should name something that exists; None shows GENERIC_EXAMPLE, "" none). With `observation_ids`, each candidate
         may cite the observations (shown as `o<id>`) that motivated it. With `targets` (`Moves`) and
         `config.directed`, every hypothesis is one of the moves, each candidate drawing on its own share
-        of them (`spread`, `directed_pattern`), and no example is shown. An answer cut off at max_tokens
-        keeps its complete candidates."""
+        of them (`spread`, `directed_pattern`), and no example is shown. A free proposal shows the
+        `refinable` hypotheses (id -> text) and each candidate may name the one it refines. An answer cut
+        off at max_tokens keeps its complete candidates."""
         k = self.config.candidates
         example = GENERIC_EXAMPLE if example is None else example
         shares = spread(targets, k) if targets and self.config.directed else []
         patterns = [directed_pattern(m) for m in shares] or None
-        schema = proposal_schema(parent_ids, k, observation_ids, patterns, shares or None)
+        refinable = {} if patterns else dict(refinable or {})
+        schema = proposal_schema(parent_ids, k, observation_ids, patterns, shares or None, list(refinable))
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
@@ -333,11 +344,15 @@ class Scientist:
         )
         if observation_ids:
             ask += " cites: ids of observations that motivated it (may be empty)."
+        if refinable:
+            shown = "\n".join(f"- h{i}: {text[:100]}" for i, text in refinable.items())
+            state += f"\n\n## Hypotheses a candidate may refine\n{shown}"
+            ask += " refines: the id of the hypothesis it refines, or null."
         messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
         if c.parsed is not None:
             raw = [cand.model_dump() for cand in c.parsed.candidates]
         else:
-            item = candidate_item(parent_ids, observation_ids)  # each was decoded under its own pattern
+            item = candidate_item(parent_ids, observation_ids, refinable=list(refinable))  # any pattern
             raw = [x.model_dump() for x in salvage_items(c.text, "candidates", item)]
         cands = [
             Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})

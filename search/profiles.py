@@ -24,7 +24,7 @@ SMALL: dict[str, Any] = {}
 """The config's defaults are this profile's values (tuned on the 135M embedded model)."""
 
 CAPABLE: dict[str, Any] = {
-    "scientist": {"directed": False, "parents": 0, "max_tokens": 900},
+    "scientist": {"directed": False, "parents": 0, "max_tokens": 900, "refines": 6},
     "executor": {
         "value_menu": False,
         "constants_first": False,

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from arts.policy.candidates import Candidate
 from arts.search.config import SearchConfig
 from arts.search.investigation.hypotheses import copies
@@ -83,3 +85,42 @@ def test_directed_candidates_are_labelled_from_a_vocabulary(tmp_path, rules):
         state = store.load_state()
     labels = {(h.axis, h.region) for h in state.hypotheses.values()}
     assert labels and labels <= {("x", "constant"), ("x", "probe"), ("value", "return")}, labels  # normalised
+
+
+def test_a_candidate_may_name_the_hypothesis_it_refines_and_the_executor_is_told(tmp_path, rules):
+    """capable-style free proposals show working hypotheses as h<id>; a candidate naming one gets it as
+    its lineage, and its node's executor instructions say what it refines and how that scored."""
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=2, budget={"evals": 6})
+    cfg.scientist.directed, cfg.scientist.refines = False, 3
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    children = [h for h in state.hypotheses.values() if h.parent is not None]
+    assert children, "no candidate named a hypothesis it refines"
+    told = [n for n in state.nodes.values() if n.instructions.startswith("This refines h")]
+    assert told and any("best" in n.instructions for n in told)
+    prompts = [p for p in rules.prompts if "## Hypotheses a candidate may refine" in p]
+    assert prompts and all(p.count("\n- h") <= 3 for p in prompts)
+
+
+def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
+    from arts.policy.scientist import proposal_schema
+
+    schema = proposal_schema([1], 2, None, None, None, [7, 9])
+    item = schema.model_fields["candidates"].annotation.__args__[0]
+    assert (
+        item.model_validate(
+            {
+                "parent": 1,
+                "hypothesis": "halve the step size",
+                "axis": "ab",
+                "region": "cd",
+                "probability": 0.5,
+            }
+        ).refines
+        is None
+    )
+    xgr = pytest.importorskip("xgrammar")
+    xgr.Grammar.from_json_schema(
+        json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
+    )

@@ -75,6 +75,8 @@ class RuleBackend:
         """The first `bad_edits` executor answers set X to 1e308 (the evaluator overflows: invalid)."""
         self.delay = delay
         self.purposes: list[str] = []
+        self.prompts: list[str] = []
+        """The user message of every proposal call."""
         self.sink = None
 
     def answer(self, schema, purpose: str) -> dict:
@@ -117,6 +119,10 @@ class RuleBackend:
                         "probability": 1.0 / (i + 1),
                     }
                 )
+            if "refines" in items[0].model_fields:  # the newest hypothesis shown (the first allowed id)
+                spec = items[0].model_json_schema()["properties"]["refines"]["anyOf"][0]
+                refines = spec["const"] if "const" in spec else spec["enum"][0]
+                cands = [c | {"refines": refines if i == 0 else None} for i, c in enumerate(cands)]
             return {"candidates": [c | ({"cites": cites} if cites is not None else {}) for c in cands]}
         if purpose in ANALYSIS:
             return ANALYSIS[purpose](self, schema)
@@ -158,6 +164,8 @@ class RuleBackend:
     def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
         time.sleep(self.delay)
         self.purposes.append(purpose)
+        if purpose == "propose":
+            self.prompts.append(prompts[-1]["content"])
         if self.sink is not None:
             self.sink(
                 Usage(backend="rules", model="rules", prompt_tokens=50, completion_tokens=10, purpose=purpose)

@@ -455,6 +455,10 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
             scientist_model={"backend": "openai", "base_url": url, "model": "tiny"},
             executor_model={"backend": "transformers", "model": "rules"},
             scientist={"candidates": 2, "audits": 1, "inspect": 1, "max_tokens": 560},
+            # a served model gets the capable profile's prompt budgets; this one has a 2048-token context
+            # and a tokenizer that makes more tokens of a prompt than the served-model estimate counts
+            render={"budget_tokens": 600},
+            space={"prompt_tokens": 200},
             budget={"evals": 12},
         )
         summary = start_run(cfg, tmp_path / "run", log=lambda line: None)

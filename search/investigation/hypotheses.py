@@ -73,6 +73,27 @@ def _words(text: str) -> str:
     return " ".join(text.lower().split()).rstrip(".")
 
 
+def refinable(state: SearchState, limit: int) -> dict[int, str]:
+    """The working, revived and retained hypotheses a free proposal shows for refinement (`h<id>`), newest
+    first, at most `limit`."""
+    held = [h for h in state.hypotheses.values() if h.status in space.ACTIVE and not h.archived]
+    return {h.id: h.text for h in sorted(held, key=lambda h: -h.id)[:limit]}
+
+
+def lineage_note(state: SearchState, hypothesis_id: int | None) -> str:
+    """What a refinement refines, for the executor: the chain of hypotheses it descends from, each with
+    the best score of the nodes that tested it; "" without a lineage."""
+    chain = space.lineage(state, hypothesis_id) if hypothesis_id in state.hypotheses else []
+    parts = []
+    for h in chain[-3:]:  # the nearest ancestors
+        scores = [
+            state.nodes[n].raw_score for n in h.nodes if n in state.nodes and state.nodes[n].score is not None
+        ]
+        tried = f", best {max(scores):.5g}" if scores else ", not yet scored"
+        parts.append(f'h{h.id} "{h.text[:90]}"{tried}')
+    return "This refines " + "; which refines ".join(reversed(parts)) + "." if parts else ""
+
+
 def selection_weights(
     state: SearchState, cands: list[Candidate], cite_boost: float, observations: bool
 ) -> list[float]:

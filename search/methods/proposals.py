@@ -121,6 +121,7 @@ def propose(
         example=(example := "" if moves or attempt else targeting.example(run.state, run.rng)),
         observation_ids=obs or None,
         targets=moves or None,
+        refinable=refinable(run),
     )
     cands = prop.candidates
     if not cands:
@@ -128,6 +129,18 @@ def propose(
         run.ledger.event("proposal_failed", round=run.round, error=error)
         run.log(f"round {run.round}: unusable proposal ({error or 'no answer'})")
     return Proposed(cands, prop, tail, GENERIC_EXAMPLE if example is None else example or None)
+
+
+def refinable(run: Run) -> dict[int, str]:
+    """The hypotheses a free proposal shows for refinement (`scientist.refines` of them, newest first),
+    while they fit in a quarter of the spaces' prompt budget (`space.prompt_tokens`)."""
+    budget, shown = run.cfg.space.prompt_tokens // 4, {}
+    for hid, text in hypotheses.refinable(run.state, run.cfg.scientist.refines).items():
+        budget -= run.agents.count_tokens(f"- h{hid}: {text[:100]}") + 1
+        if budget < 0:
+            break
+        shown[hid] = text
+    return shown
 
 
 def probe_budget(run: Run) -> bool:
@@ -173,8 +186,10 @@ def run_group(
                 run.ledger.update(rollout)
             nodes += probed
             continue
-        h = hypotheses.register(run.ledger, c, run.round) if register else None
-        node = run.lab.expand(run.state.nodes[c.parent], c.hypothesis, c.axis, rollout)
+        lineage = c.refines if c.refines in run.state.hypotheses else None  # as the scientist named it
+        h = hypotheses.register(run.ledger, c, run.round, lineage) if register else None
+        note = hypotheses.lineage_note(run.state, lineage)
+        node = run.lab.expand(run.state.nodes[c.parent], c.hypothesis, c.axis, rollout, instructions=note)
         if h is not None:
             found = run.lab.findings.pop(node.id, None)
             observations.after_node(
