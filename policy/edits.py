@@ -98,6 +98,9 @@ def edit_schema(
     groups: dict[type, list[str]] = {int: [], float: [], str: []}
     for name, src in ((k, v) for t in targets for k, v in t.constants.items() if only is None or k in only):
         groups[type(number(src)) if number(src) is not None else str].append(name)
+    if menus is not None:  # a list whose numbers are targets of their own is not rewritten as free text
+        split = {n.split("#")[0] for n in groups[int] + groups[float] if "#" in n}
+        groups[str] = [n for n in groups[str] if n not in split]
     lines = anchors(files[focus], window, max_anchors) if focus in files else []
     models: list[type[BaseModel]] = []
 

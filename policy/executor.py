@@ -145,7 +145,8 @@ def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
     """Constants, functions, calls (with keywords or siblings) and keyword arguments of `files` that the
     hypothesis names (whole words, any case)."""
     names = {n for p, t in files.items() if p.endswith(".py") for n in _names(t)}
-    return {n for n in names if re.search(rf"\b{re.escape(n)}\b", hypothesis, re.IGNORECASE)}
+    # `POINTS` is not named by `POINTS#2`, one of its numbers
+    return {n for n in names if re.search(rf"\b{re.escape(n)}\b(?!#\d)", hypothesis, re.IGNORECASE)}
 
 
 def _names(text: str) -> list[str]:

@@ -386,3 +386,16 @@ def test_numbers_of_a_literal_list_or_tuple_are_targets_of_their_own():
         getattr(random_edit({"s.py": LISTS}, __import__("random").Random(s)), "name", "") for s in range(40)
     }
     assert edited & {"SIZES#1", "SIZES#2", "WEIGHTS#1", "WEIGHTS#2", "WEIGHTS#3"}  # mutate moves them too
+
+
+def test_under_value_menus_a_list_is_moved_by_its_numbers_not_rewritten_as_text():
+    """The 135M default, offered both, rewrote `POINTS` as free text (`0.2`, `); set_constant(`): 10 of 14
+    experiments invalid on a three-point quadrature task. A hypothesis naming POINTS#2 names only it."""
+    from arts.policy.executor import mentioned
+
+    menus = constant_menus({"s.py": LISTS})
+    js = json.dumps(edit_schema({"s.py": LISTS}, {"set_constant"}, menus=menus).model_json_schema())
+    assert '"SIZES#1"' in js and '"SIZES"' not in js and '"WEIGHTS"' not in js and '"NAMES"' in js
+    assert '"SIZES"' in json.dumps(edit_schema({"s.py": LISTS}, {"set_constant"}).model_json_schema())
+    assert mentioned("increase WEIGHTS#2 to -0.5", {"s.py": LISTS}) == {"WEIGHTS#2"}
+    assert "WEIGHTS" in mentioned("scale WEIGHTS by two", {"s.py": LISTS})
