@@ -34,9 +34,11 @@ SEEDS = (0, 1, 42)
 """Values offered to a `random_state`."""
 SKIP = frozenset(
     {"n_jobs", "verbose", "copy", "copy_X", "warm_start", "memory", "out", "dtype", "axis", "order",
-     "where", "casting", "subok", "signature", "device", "like", "monotonic_cst", "verbose_feature_names_out"}
+     "where", "casting", "subok", "signature", "device", "like", "monotonic_cst", "verbose_feature_names_out",
+     "keepdims"}
 )  # fmt: skip
-"""Parameters never offered: they change resources, logging or array layout, not the result."""
+"""Parameters never offered: they change resources, logging or array layout, not the result (`keepdims`
+of circle-packing's `np.linalg.norm` was drawn again and again, and its programs crashed on the new shape)."""
 MENU_MAX = 10
 NOTHING = object()
 """The default of a parameter that has none (or whose default is not a literal)."""

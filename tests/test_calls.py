@@ -54,6 +54,8 @@ def test_menus_of_numpy_functions_read_the_docstrings_options_and_skip_layout_pa
     assert site.name == "np.argsort" and set(site.menus) == {"kind"}  # axis, order: layout, not offered
     assert site.menus["kind"][:3] == ["'quicksort'", "'mergesort'", "'heapsort'"]
     assert local.name == "order" and local.menus == {"reverse": ["True"]}  # the program's own function
+    (norm,) = call_sites("import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, axis=1)\n")
+    assert set(norm.menus) == {"ord"}  # keepdims changes the result's shape: its programs crashed
 
 
 def test_only_installed_libraries_are_imported_for_a_signature():
