@@ -56,6 +56,9 @@ def test_menus_of_numpy_functions_read_the_docstrings_options_and_skip_layout_pa
     assert local.name == "order" and local.menus == {"reverse": ["True"]}  # the program's own function
     (norm,) = call_sites("import numpy as np\n\n\ndef f(x):\n    return np.linalg.norm(x, axis=1)\n")
     assert set(norm.menus) == {"ord"}  # keepdims changes the result's shape: its programs crashed
+    assert call_sites("import numpy as np\n\n\ndef f(n):\n    return np.arange(n)\n") == []  # sizes
+    (grid,) = call_sites("import numpy as np\n\n\ndef f(n):\n    return np.arange(0, n, step=2)\n")
+    assert "step" in grid.menus  # set by the program itself: it may move
 
 
 def test_only_installed_libraries_are_imported_for_a_signature():
