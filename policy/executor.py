@@ -97,7 +97,7 @@ class ExecutorConfig(BaseModel):
     target. Later actions offer everything."""
     value_menu: bool = True
     """A numeric constant's new value is chosen from a menu around its current one (x1/4, x1/2, x0.8,
-    x1.25, x2, x4; `policy.edits.value_menu`), the values the random-mutation baseline draws from. The
+    x0.9, x1.1, x1.25, x2, x4; `policy.edits.value_menu`), the values the random-mutation baseline draws from. The
     135M default, free to write any number, copied numbers from its prompt (a score shown as 1.1498 became
     MARGIN = 1.14, a negative radius): 6 of its 7 values in one circle-packing run made the program
     invalid. With it, a return that builds a list answers from a menu of orderings too

@@ -313,7 +313,7 @@ def test_an_edit_of_docstrings_or_comments_only_is_no_change():
 def test_value_menus_move_every_value_and_keep_its_type():
     from arts.policy.edits import value_menu
 
-    assert value_menu(0.01) == [0.0025, 0.005, 0.008, 0.0125, 0.02, 0.04]
+    assert value_menu(0.01) == [0.0025, 0.005, 0.008, 0.009, 0.011, 0.0125, 0.02, 0.04]
     assert value_menu(8) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
     assert value_menu(0) == [-2, -1, 1, 2] and 0.0 not in value_menu(0.0)
     for v in (3, -3, 0.3, -0.7, 1e-5):
