@@ -37,6 +37,9 @@ CRITIC = (
     "explanations that others wrote. Answer with JSON only."
 )
 _FORBID = ConfigDict(extra="forbid")
+AXIS_LABEL = r"^[a-z][a-z0-9]{0,15}( [a-z0-9]{1,15}){0,2}$"
+"""An axis of the plan: one to three lower-case words (the 135M default wrote `MARGINADUONADUOA` when an
+axis was any string of up to 30 characters)."""
 
 
 class AnalysisConfig(BaseModel):
@@ -50,7 +53,12 @@ class AnalysisConfig(BaseModel):
     statement_chars: int = Field(1600, ge=200)
     """The task statement is clipped to this many characters for the plan."""
     plan_tokens: int = Field(200, gt=0)
-    """Output cap of the plan."""
+    """Output cap of the plan; `plan_axes` adds 40."""
+    plan_axes: bool = False
+    """Ask the plan for the search's axes (`Plan.axes`), which free proposals then choose from. Off in the
+    small profile: asked for them, the 135M default wrote `the task is` four times on char-lm and copied
+    `independent directions` from the question on two other tasks (its directed hypotheses take their
+    axes from the program's targets instead)."""
     cause_tokens: int = Field(100, gt=0)
     """Output cap per cause (three strings of up to 120 characters): a causes call may write k times
     this plus 20, above the usual 200 because a truncated list loses every cause at once."""
@@ -69,7 +77,7 @@ class AnalysisConfig(BaseModel):
     """A comparison sees at most this many observations (the last ones given)."""
 
 
-class Plan(BaseModel):
+class Statement(BaseModel):
     """The task statement split into what a prompt needs, without solving anything."""
 
     model_config = _FORBID
@@ -79,6 +87,23 @@ class Plan(BaseModel):
     """What must be produced at the end."""
     requirements: list[Annotated[str, Field(min_length=2, max_length=80)]] = Field(max_length=4)
     """Hard constraints the deliverable must meet."""
+
+
+Axis = Annotated[str, Field(pattern=AXIS_LABEL)]
+
+
+class Plan(Statement):
+    """The statement's parts and, from a capable model, the axes of the search."""
+
+    axes: list[Axis] = Field(default_factory=list, max_length=4)
+    """The directions along which the deliverable could be improved (`model capacity`, `learning rate`):
+    a free proposal's axis is one of them (`policy.scientist.candidate_item`), so the hypotheses of a
+    search share a readable vocabulary instead of free strings merged by spelling. Empty when the plan
+    was not asked for them (`AnalysisConfig.plan_axes`) and in a plan stored before they existed."""
+
+
+PLAN_AXES = create_model("Plan", __base__=Statement, axes=(list[Axis], Field(max_length=4)))
+"""The plan as a model answers it under `plan_axes`: the axes are a required key of its grammar."""
 
 
 class Cause(BaseModel):
@@ -204,10 +229,17 @@ class Analyst:
     def plan(self, statement: str, seed: int | None = None) -> Plan | None:
         user = (
             f"Task statement:\n{clip(statement, self.config.statement_chars)}\n\nDo not solve the task. "
-            "Restate it in three parts, using its own words: the situation, the deliverable that must be "
-            "handed in, and at most 4 hard requirements."
+            "Restate it in its own words: the situation, the deliverable that must be handed in and at most "
+            "4 hard requirements."
         )
-        parsed = self._call(ANALYST, user, Plan, "plan", self.config.plan_tokens, seed)
+        schema, tokens = Statement, self.config.plan_tokens
+        if self.config.plan_axes:
+            user += (
+                " Then name 2 to 4 axes: the independent directions along which the deliverable could be "
+                "improved, one to three words each."
+            )
+            schema, tokens = PLAN_AXES, tokens + 40
+        parsed = self._call(ANALYST, user, schema, "plan", tokens, seed)
         return Plan.model_validate(parsed.model_dump()) if parsed else None
 
     def causes(self, report: str, k: int, seed: int | None = None) -> list[Cause]:

@@ -118,6 +118,13 @@ KINDS = {"increase": "constants", "decrease": "constants", "rewrite": "returns",
 """The region of a directed move, by its verb: a readable vocabulary of kinds of change."""
 
 
+FREE_REGIONS = ("algorithm", "calls", "constants", "data", "evaluation", "keywords", "returns", "structure")
+"""The region of a free hypothesis: the kinds of change of directed moves (`KINDS`, less probes) and the
+broader ones a free hypothesis may make."""
+OTHER = "other"
+"""The axis of a free hypothesis that varies none of the plan's axes."""
+
+
 def labelled(c: Candidate) -> Candidate:
     """A directed candidate whose axis is the target its hypothesis moves and whose region is the kind of
     that move (`KINDS`); a candidate that names no move is returned as it is."""
@@ -194,15 +201,22 @@ def candidate_item(
     pattern: str | None = None,
     moves: Moves | None = None,
     refinable: list[int] | None = None,
+    plan_axes: list[str] | None = None,
 ) -> type[BaseModel]:
     """One verbalized candidate: the action, its region, its stated probability, and (when observations are
     shown) the observation ids that motivated it. No free-text rationale: at 135M parameters every field
     costs tokens, and K=5 candidates with a rationale ran past 320 tokens in 3 of 3 proposals. `pattern`
     replaces the hypothesis's default pattern (see `directed_pattern`); with its `moves`, the axis is one
-    of their targets and the region one of their kinds (`KINDS`), a vocabulary instead of free strings."""
+    of their targets and the region one of their kinds (`KINDS`), a vocabulary instead of free strings;
+    without, the axis is one of `plan_axes` (the plan's, see `policy.analysis.Plan.axes`) or OTHER, and
+    the region one of FREE_REGIONS."""
     label = (str, Field(min_length=2, max_length=30))
-    axes = list(moves or {})
-    kinds = sorted({KINDS[v] for verbs in (moves or {}).values() for v in verbs})
+    if moves:
+        axes = list(moves)
+        kinds = sorted({KINDS[v] for verbs in moves.values() for v in verbs})
+    else:  # a free candidate: the plan's axes, when it named some, and the kinds of change
+        axes = [*plan_axes, OTHER] if plan_axes else []
+        kinds = list(FREE_REGIONS)
     fields: dict = {
         "parent": (_ids(parent_ids), ...),
         "hypothesis": (str, _hypothesis(pattern)),
@@ -224,6 +238,7 @@ def proposal_schema(
     patterns: list[str | None] | None = None,
     shares: list[Moves] | None = None,
     refinable: list[int] | None = None,
+    plan_axes: list[str] | None = None,
 ) -> type[BaseModel]:
     """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
     pattern i (a JSON-schema tuple, which xgrammar enforces position by position), and its axis and
@@ -232,7 +247,7 @@ def proposal_schema(
         shares = shares or [None] * len(patterns)
         items = tuple(candidate_item(parent_ids, observation_ids, p, m) for p, m in zip(patterns, shares))
         return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
-    cand = candidate_item(parent_ids, observation_ids, refinable=refinable)
+    cand = candidate_item(parent_ids, observation_ids, refinable=refinable, plan_axes=plan_axes)
     return create_model(
         "Proposal",
         __config__=ConfigDict(extra="forbid"),
@@ -308,6 +323,7 @@ class Scientist:
         observation_ids: list[int] | None = None,
         targets: Moves | None = None,
         refinable: dict[int, str] | None = None,
+        plan_axes: list[str] | None = None,
     ) -> Proposal:
         """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
         example's form, so it should name something that exists; None shows GENERIC_EXAMPLE, "" none). With `observation_ids`, each candidate
@@ -321,7 +337,10 @@ class Scientist:
         shares = spread(targets, k) if targets and self.config.directed else []
         patterns = [directed_pattern(m) for m in shares] or None
         refinable = {} if patterns else dict(refinable or {})
-        schema = proposal_schema(parent_ids, k, observation_ids, patterns, shares or None, list(refinable))
+        plan_axes = [] if patterns else list(plan_axes or [])
+        schema = proposal_schema(
+            parent_ids, k, observation_ids, patterns, shares or None, list(refinable), plan_axes
+        )
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
@@ -338,10 +357,8 @@ class Scientist:
         else:
             shown = f' (e.g. "{example}")' if example else ""
             change = f"one concrete change, naming what to change and to what{shown}"
-        ask += (
-            f" parent: the node to start from; hypothesis: {change}; axis: the name of what it varies;"
-            " region: the kind of change, in one or two words."
-        )
+        axis = "which axis of the plan it varies" if plan_axes else "the name of what it varies"
+        ask += f" parent: the node to start from; hypothesis: {change}; axis: {axis}; region: the kind of change."
         if observation_ids:
             ask += " cites: ids of observations that motivated it (may be empty)."
         if refinable:
@@ -352,7 +369,13 @@ class Scientist:
         if c.parsed is not None:
             raw = [cand.model_dump() for cand in c.parsed.candidates]
         else:
-            item = candidate_item(parent_ids, observation_ids, refinable=list(refinable))  # any pattern
+            item = candidate_item(  # any pattern, and every target and kind of a directed answer
+                parent_ids,
+                observation_ids,
+                moves=targets if patterns else None,
+                refinable=list(refinable),
+                plan_axes=plan_axes,
+            )
             raw = [x.model_dump() for x in salvage_items(c.text, "candidates", item)]
         cands = [
             Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})

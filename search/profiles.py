@@ -43,9 +43,10 @@ CAPABLE: dict[str, Any] = {
     },
     "render": {"budget_tokens": 2400, "statement_chars": 2000, "best": 5, "recent": 5},
     "space": {"prompt_tokens": 700},
+    "analysis": {"plan_axes": True},
 }
-"""Free hypotheses, the scientist's choice of parent, no value menus, whole-function and file edits,
-larger prompt budgets."""
+"""Free hypotheses on the plan's axes, the scientist's choice of parent, no value menus, whole-function
+and file edits, larger prompt budgets."""
 
 PROFILES = {"small": SMALL, "capable": CAPABLE}
 SMALL_BELOW = 1_000_000_000

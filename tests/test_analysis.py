@@ -61,18 +61,35 @@ class Scripted:
         return len(text) // 4
 
 
-def analyst(**answers) -> tuple[Analyst, Scripted]:
+def analyst(config: AnalysisConfig | None = None, **answers) -> tuple[Analyst, Scripted]:
     backend = Scripted(answers)
-    return Analyst(backend, AnalysisConfig()), backend
+    return Analyst(backend, config or AnalysisConfig()), backend
 
 
 def test_plan_parses_and_a_garbage_answer_is_none():
     plan = {"situation": "digits classifier", "deliverable": "solution.py", "requirements": ["numpy only"]}
     a, backend = analyst(plan=plan)
-    assert a.plan("Train a digits classifier.") == Plan(**plan)
+    assert a.plan("Train a digits classifier.") == Plan(**plan) and Plan(**plan).axes == []
     assert backend.calls[0]["sampling"].max_tokens == AnalysisConfig().plan_tokens
+    assert "axes" not in backend.calls[0]["schema"].model_fields  # the small profile's plan: no axes asked
     a, _ = analyst(plan='{"situation": "x"')
     assert a.plan("Train a digits classifier.") is None and a.last.error
+
+
+def test_a_plan_asked_for_axes_must_name_readable_ones():
+    plan = {
+        "situation": "digits classifier",
+        "deliverable": "solution.py",
+        "requirements": ["numpy only"],
+        "axes": ["model capacity", "learning rate"],
+    }
+    a, backend = analyst(AnalysisConfig(plan_axes=True), plan=plan)
+    assert a.plan("Train a digits classifier.") == Plan(**plan)
+    assert "axes" in backend.calls[0]["schema"].model_json_schema()["required"]  # the grammar asks for them
+    assert "name 2 to 4 axes" in backend.calls[0]["messages"][-1]["content"]
+    for axes in (["MARGINADUONADUOA"], ["a b c d"], ["x"] * 5):  # not a readable label, or too many
+        a, _ = analyst(AnalysisConfig(plan_axes=True), plan=plan | {"axes": axes})
+        assert a.plan("Train a digits classifier.") is None, axes
 
 
 def test_plan_rejects_more_than_four_requirements():

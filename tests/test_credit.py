@@ -77,8 +77,10 @@ def test_the_check_scores_the_base_and_finds_what_the_adapter_learned(tmp_path, 
     assert check.shift_better > 0.1 > check.shift_worse
     warm = credit_check(state, tiny_backend, warm=True)  # after a warm start checkpoint 0 counts
     assert warm.actions == 2 * len(spans)
-    flipped = _rollouts(prop, list(reversed(rewards)), "adapters/3", sums, group=3)  # rewarded the other way
-    assert credit_check(SearchState(rollouts={r.id: r for r in flipped}), tiny_backend).concordance < 0.5
+    # rewarded the other way: every pair reversed (a reversed list left the pair of the two candidates the
+    # updates did not reward to how the sampled proposal fell, a coin toss)
+    flipped = _rollouts(prop, [-r for r in rewards], "adapters/3", sums, group=3)
+    assert credit_check(SearchState(rollouts={r.id: r for r in flipped}), tiny_backend).concordance == 0.0
 
 
 def test_arts_credit_on_a_run_without_ttt_says_what_to_do(tmp_path, capsys):

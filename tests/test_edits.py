@@ -341,7 +341,13 @@ def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_gramma
         ("change BATCH to a better value", False),
         ("increase BATCH " + "x" * 61, False),
     ]:
-        answer = {"parent": 1, "hypothesis": hypothesis, "axis": "ab", "region": "ab", "probability": 0.5}
+        answer = {
+            "parent": 1,
+            "hypothesis": hypothesis,
+            "axis": "ab",
+            "region": "constants",
+            "probability": 0.5,
+        }
         text = json.dumps(answer, separators=(", ", ": "))
         assert xgr.testing._is_grammar_accept_string(grammar, text) is ok, hypothesis
         assert (item.model_validate_json(text) is not None) if ok else True

@@ -58,13 +58,15 @@ class CapableBackend(RuleBackend):
             parents = list(item.model_fields["parent"].annotation.__args__)
             self.parents_offered.append(parents)
             k = schema.model_fields["candidates"].metadata[0].min_length
+            props = item.model_json_schema()["properties"]
+            axes = props["axis"].get("enum", ["value"])  # the plan's axes, when it named some
             return {
                 "candidates": [
                     {
                         "parent": parents[i % len(parents)],
                         "hypothesis": f"return a value nearer three, variant {i}",
-                        "axis": "value",
-                        "region": "functions",
+                        "axis": axes[i % len(axes)],
+                        "region": props["region"].get("enum", ["functions"])[-1],
                         "probability": 0.5,
                     }
                     for i in range(k)
@@ -105,6 +107,9 @@ def test_the_capable_profile_runs_free_hypotheses_parent_choice_and_function_rew
     edits = [t["action"]["op"] for n in state.nodes.values() for t in n.transcript if t.get("action")]
     assert edits and set(edits) == {"replace_function"}
     assert not any(h.text.startswith(("increase", "decrease")) for h in state.hypotheses.values())
+    assert state.meta["plan"]["axes"] == ["x value", "precision"]  # the capable profile asks for them
+    axes = {h.axis for h in state.hypotheses.values()}
+    assert {"x value", "precision"} <= axes <= {"x value", "precision", "other"}  # and proposals use them
 
 
 def test_the_small_profile_directs_hypotheses_at_real_targets(tmp_path, rules):

@@ -51,7 +51,7 @@ def test_a_proposal_that_only_copies_the_example_is_asked_again_without_it(tmp_p
     backend = Copier()
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
     cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=2, budget={"evals": 2})
-    cfg.scientist.directed = False
+    cfg.scientist.directed, cfg.analysis.plan_axes = False, True  # as the capable profile sets them
     run_with_rules(cfg, tmp_path / "run")
     assert backend.examples[:2] == [backend.examples[0], None] and backend.examples[0]
     with Store.open(tmp_path / "run", create=False) as store:
@@ -103,6 +103,34 @@ def test_a_candidate_may_name_the_hypothesis_it_refines_and_the_executor_is_told
     assert prompts and all(p.count("\n- h") <= 3 for p in prompts)
 
 
+def test_free_candidates_label_from_the_plans_axes_and_the_kinds_of_change(tmp_path, rules):
+    """A free proposal's axis is one of the plan's axes (or `other`) and its region a kind of change:
+    the grammar refuses a free string, and hypotheses of a capable-style run share the plan's words."""
+    from arts.policy.scientist import FREE_REGIONS, OTHER, proposal_schema
+
+    item = proposal_schema([1], 2, plan_axes=["model size", "lr"]).model_fields["candidates"].annotation
+    props = item.__args__[0].model_json_schema()["properties"]
+    assert props["axis"]["enum"] == ["model size", "lr", OTHER] and props["region"]["enum"] == list(
+        FREE_REGIONS
+    )
+    answer = {"parent": 1, "hypothesis": "halve the step size", "axis": "lr", "region": "constants"}
+    item.__args__[0].model_validate(answer | {"probability": 0.5})
+    with pytest.raises(ValueError):
+        item.__args__[0].model_validate(answer | {"axis": "MARGINADUONADUOA", "probability": 0.5})
+    without = proposal_schema([1], 2).model_fields["candidates"].annotation.__args__[0]
+    assert without.model_json_schema()["properties"]["axis"]["type"] == "string"  # no plan: free
+
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=2, budget={"evals": 4})
+    cfg.scientist.directed, cfg.analysis.plan_axes = False, True  # as the capable profile sets them
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        state = store.load_state()
+    assert state.meta["plan"]["axes"] == ["x value", "precision"]
+    assert all("axis: which axis of the plan it varies" in p for p in rules.prompts)
+    labels = {(h.axis, h.region) for h in state.hypotheses.values()}
+    assert labels and {a for a, _ in labels} <= {"x value", "precision", OTHER}, labels
+
+
 def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
     from arts.policy.scientist import proposal_schema
 
@@ -114,7 +142,7 @@ def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
                 "parent": 1,
                 "hypothesis": "halve the step size",
                 "axis": "ab",
-                "region": "cd",
+                "region": "algorithm",
                 "probability": 0.5,
             }
         ).refines

@@ -210,11 +210,14 @@ CRITICALITY = {"minor": 0.3, "major": 0.6, "fatal": 0.9}
 route of the table on those labels (minor: local, major: structural, fatal: pivot)."""
 
 ANALYSIS = {
-    "plan": lambda b, schema: {
-        "situation": "one constant X",
-        "deliverable": "solution.py",
-        "requirements": [],
-    },
+    "plan": lambda b, schema: (
+        {
+            "situation": "one constant X",
+            "deliverable": "solution.py",
+            "requirements": [],
+        }
+        | ({"axes": ["x value", "precision"]} if "axes" in schema.model_fields else {})
+    ),
     "causes": lambda b, schema: {
         "causes": [
             {

@@ -317,7 +317,7 @@ def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
 
     item = candidate_item([1, 2])
     good = '{"parent": 2, "hypothesis": "set MARGIN to 0.02", "axis": "margin", "region": "constants", "probability": 0.5}'
-    bad_parent = '{"parent": 7, "hypothesis": "set MARGIN to 0.03", "axis": "margin", "region": "c", "probability": 0.5}'
+    bad_parent = '{"parent": 7, "hypothesis": "set MARGIN to 0.03", "axis": "margin", "region": "constants", "probability": 0.5}'
     text = f'{{"candidates": [{good}, {bad_parent}, {good}, {{"parent": 1, "hypothesis": "set INNER'
     got = salvage_items(text, "candidates", item)
     assert [c.parent for c in got] == [2, 2]  # the invalid parent and the cut-off item are dropped

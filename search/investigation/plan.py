@@ -1,7 +1,7 @@
 """The plan: the statement split into situation, deliverable and requirements, once per search.
 
-It is kept in the store's meta, so a resumed run does not ask again, and its deliverable line heads every
-proposal prompt. Not done here: checking the deliverable (the task's evaluator and grader do).
+It is kept in the store's meta, so a resumed run does not ask again, its deliverable line heads every
+proposal prompt, and its axes are the axes a free proposal chooses from (`plan_axes`). Not done here: checking the deliverable (the task's evaluator and grader do).
 """
 
 from __future__ import annotations
@@ -19,6 +19,12 @@ def plan_once(ledger: Ledger, analyst: Analyst | None, statement: str, seed: int
     value = plan.model_dump() if plan else {}
     ledger.set_meta("plan", value)
     ledger.event("plan", ok=plan is not None, plan=value)
+
+
+def plan_axes(meta: dict[str, Any]) -> list[str]:
+    """The plan's axes, distinct, in its order: a free proposal's axis vocabulary (none before a plan, or
+    under one without axes)."""
+    return list(dict.fromkeys((meta.get("plan") or {}).get("axes") or []))
 
 
 def plan_lines(meta: dict[str, Any]) -> str:

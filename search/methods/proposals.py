@@ -16,7 +16,7 @@ from arts.policy.candidates import Candidate
 from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action, directed_target
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
-from arts.search.investigation.plan import plan_lines
+from arts.search.investigation.plan import plan_axes, plan_lines
 from arts.search.investigation.reports import report
 from arts.search.investigation.spacemap import render_space
 from arts.search.methods import targets as targeting
@@ -122,6 +122,7 @@ def propose(
         observation_ids=obs or None,
         targets=moves or None,
         refinable=refinable(run),
+        plan_axes=plan_axes(run.state.meta),
     )
     cands = prop.candidates
     if not cands:
