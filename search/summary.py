@@ -114,6 +114,7 @@ def finish(run: Run, reason: str, method: Method) -> dict:
             "count": len(state.observations),
             "confirmed": sum(not o.provisional for o in state.observations.values()),
             "unexplained": len(unexplained(state)),
+            "sources": dict(Counter(o.source for o in state.observations.values())),  # probes: sought
         },
         "routing": dict(
             Counter(

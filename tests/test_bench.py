@@ -225,6 +225,7 @@ def test_a_killed_bench_continues_to_the_same_rows_without_rerunning_finished_ru
     text = (out / "summary.md").read_text()
     assert "## Across tasks" in text and "mutate − greedy" in text and "## Per task" in text
     assert "seed -9 (measured)" in text  # task-b's own seed program
+    assert "## Investigation" not in text  # greedy and mutate keep no dual space
     assert "| valid experiments | beat the seed |" in text and re.search(
         r"\| \d+/\d+ \(\d+%\) \| \d/1 \|", text
     )
@@ -329,5 +330,10 @@ def test_arts_ttt_runs_train_in_the_bench_and_each_update_is_reported(tmp_path, 
     assert ups.entropy_targets.notna().all() and ups.round_s.gt(0).all()
     assert "## Learning (test-time training)" in (out / "summary.md").read_text()
     assert (out / "learning.png").exists()
-    # every TTT run ends with its credit check
-    assert pd.read_csv(out / "runs.csv").credit_pairs.notna().all()
+    # every TTT run ends with its credit check, and an arts run reports what its investigation did
+    runs = pd.read_csv(out / "runs.csv")
+    assert runs.credit_pairs.notna().all() and runs.decisions.notna().all()
+    summary = json.loads((run / "summary.json").read_text())
+    assert runs.sought[0] == summary["observations"]["sources"].get("probe", 0)
+    assert runs.sought[0] + runs.byproducts[0] == summary["observations"]["count"]
+    assert "## Investigation (what the decisions changed)" in (out / "summary.md").read_text()

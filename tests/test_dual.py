@@ -46,6 +46,9 @@ def test_a_round_fills_both_spaces_with_evidence(tmp_path, rules):
     assert linked and all(o in state.observations and h in state.hypotheses for o, h in linked)
     assert "compare" in rules.purposes
     assert summary["observations"]["count"] == len(state.observations)
+    assert summary["observations"]["sources"] == {
+        s: sum(o.source == s for o in state.observations.values()) for s in sources
+    }
     assert summary["answer_node"] is not None
     html = (tmp_path / "run" / "report.html").read_text()
     assert "<h2>Hypotheses</h2>" in html and "<h2>Observations</h2>" in html

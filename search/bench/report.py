@@ -32,14 +32,14 @@ from arts.search.bench.metrics import (
     optimality_gap_ci,
 )
 from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
-from arts.search.bench.results import RunResult
+from arts.search.bench.results import INVESTIGATION, RunResult
 from arts.search.bench.tables import write_curves
 from arts.tasks.base import Task
 
 COLUMNS = [
     "task", "method", "seed", "status", "best", "test_score", "baseline", "evaluations", "tokens", "seconds",
     "updates", "experiments", "valid", "credit_concordance", "credit_pairs", "normalised", "stopped_because",
-    "run_dir", "error",
+    "run_dir", "error", *INVESTIGATION,
 ]  # fmt: skip
 
 UPDATE_COLUMNS = [
@@ -235,6 +235,26 @@ def credit_section(cfg: BenchConfig, rows: list[dict[str, Any]]) -> list[str]:
     return lines + _table(["task", "method", "runs", "pairs", "concordance [95% CI]"], body)
 
 
+def investigation_section(rows: list[dict[str, Any]]) -> list[str]:
+    """Per method with a dual space: the mean per run of what its investigation decided and did."""
+    mine = [r for r in rows if r["status"] == "finished" and _num(r.get("decisions"))]
+    if not mine:
+        return []
+    lines = [
+        "## Investigation (what the decisions changed)",
+        "",
+        "Mean per run: decisions made (routes and reflections), follow-ups run on them (a decision that changed "
+        "a later round), refinements run, pivots, hypotheses citing an observation, observations sought "
+        "(probes) and observations that came as by-products.",
+        "",
+    ]
+    body = []
+    for method in dict.fromkeys(r["method"] for r in mine):
+        runs = [r for r in mine if r["method"] == method]
+        body.append([method, str(len(runs)), *(_fmt(_mean([r[k] for r in runs]), 3) for k in INVESTIGATION)])
+    return lines + _table(["method", "runs", *(k.replace("_", " ") for k in INVESTIGATION)], body)
+
+
 def write_report(
     cfg: BenchConfig,
     tasks: dict[str, Task],
@@ -281,6 +301,8 @@ def write_report(
         lines += ["", *learning_section(updates, pic)]
     if credit := credit_section(cfg, rows):
         lines += ["", *credit]
+    if investigated := investigation_section(rows):
+        lines += ["", *investigated]
     if failed:
         lines += ["", "## Failed runs", ""]
         for r in failed:

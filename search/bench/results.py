@@ -38,7 +38,8 @@ from arts.search.store import Store, StoreError
 class RunResult:
     row: dict[str, Any]
     """task, method, seed, status, best, test_score, baseline, evaluations, tokens, seconds, updates,
-    experiments (nodes but the seed), valid (of those, the valid ones), ..."""
+    experiments (nodes but the seed), valid (of those, the valid ones), the credit check, the counts of
+    `investigation`, ..."""
     curve: list[tuple[int, float, float | None]] = field(default_factory=list)
     """(evaluations, seconds, best score so far), from the seed program (0, 0, its score) on."""
     updates: list[dict[str, Any]] = field(default_factory=list)
@@ -70,6 +71,7 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "valid": s["valid_nodes"] - (s["baseline"] is not None),
         "stopped_because": s["stopped_because"],
         **_credit(job.run_dir, s),
+        **investigation(s),
     }
     try:
         with Store.open(job.run_dir, create=False) as store:
@@ -78,6 +80,30 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         return RunResult(row | {"error": f"store not read: {e}"})
     starts = _sessions(job.run_dir)
     return RunResult(row, curve(state, starts), learning(state, run_clock(state, starts)))
+
+
+INVESTIGATION = ("decisions", "followed_up", "refinements_run", "pivots", "citing", "sought", "byproducts")
+"""The investigation's counts per run (`investigation`)."""
+
+
+def investigation(summary: dict[str, Any]) -> dict[str, Any]:
+    """What the investigation did, from the run's summary (`search.summary.acted`): decisions made, follow-ups
+    run on them (the decisions that changed a later round), refinements run, pivots, hypotheses citing an
+    observation, and observations sought (probes) against by-products. Empty for a run without a dual
+    space (greedy, mutate) or from before these counts."""
+    acted, obs = summary.get("acted"), summary.get("observations") or {}
+    if not acted or "sources" not in obs or not summary.get("hypotheses"):  # no hypothesis space
+        return {}
+    sought = obs["sources"].get("probe", 0)
+    return {
+        "decisions": acted["decisions"],
+        "followed_up": sum(acted["followed_up"].values()),
+        "refinements_run": acted["refinements_run"],
+        "pivots": acted["pivots"],
+        "citing": acted["citing"],
+        "sought": sought,
+        "byproducts": obs["count"] - sought,
+    }
 
 
 def _credit(run_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:

@@ -14,13 +14,13 @@ from typing import Any
 
 import pandas as pd
 
-from arts.search.bench.results import RunResult
+from arts.search.bench.results import INVESTIGATION, RunResult
 
 RUNS, UPDATES, CURVES = "runs.csv", "updates.csv", "curves.csv"
 KEY = ("task", "method", "seed")
 CURVE_COLUMNS = ["task", "method", "seed", "evaluations", "seconds", "best"]
 COUNTS = ("seed", "evaluations", "tokens", "updates", "credit_pairs", "update", "round", "groups", "experiments",
-          "valid")  # fmt: skip
+          "valid", *INVESTIGATION)  # fmt: skip
 """Integer columns, read back as floats where a column has an empty cell."""
 
 
