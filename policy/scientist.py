@@ -215,7 +215,7 @@ def candidate_item(
         axes = list(moves)
         kinds = sorted({KINDS[v] for verbs in moves.values() for v in verbs})
     else:  # a free candidate: the plan's axes, when it named some, and the kinds of change
-        axes = [*plan_axes, OTHER] if plan_axes else []
+        axes = list(dict.fromkeys([*plan_axes, OTHER])) if plan_axes else []
         kinds = list(FREE_REGIONS)
     fields: dict = {
         "parent": (_ids(parent_ids), ...),
