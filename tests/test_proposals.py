@@ -152,3 +152,27 @@ def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
     xgr.Grammar.from_json_schema(
         json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
     )
+
+
+def test_a_truncated_directed_proposal_keeps_its_complete_candidates_and_their_labels():
+    """A directed answer cut off at max_tokens is salvaged against every target and kind of its moves
+    (a probe's region is no kind of a free candidate), then labelled by the move it names."""
+    from arts.policy.scientist import Scientist, ScientistConfig
+    from tests.test_analysis import Scripted
+
+    good = {
+        "parent": 1,
+        "hypothesis": "probe X for its slope",
+        "axis": "X",
+        "region": "probes",
+        "probability": 0.6,
+    }
+    text = json.dumps({"candidates": [good]})[:-2] + ', {"parent": 1, "hypo'
+    scientist = Scientist(Scripted({"propose": text}), ScientistConfig(candidates=2))
+    prop = scientist.propose(
+        "state", [1], tail=False, targets={"X": ("increase", "probe"), "value": ("rewrite",)}
+    )
+    assert prop.completion.parsed is None  # the grammar's answer did not parse: salvaged
+    assert [(c.hypothesis, c.axis, c.region) for c in prop.candidates] == [
+        ("probe X for its slope", "X", "probes")
+    ]
