@@ -209,20 +209,23 @@ def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
 
 
+def _heading(title: str, prose: str) -> list[str]:
+    """A section's opening lines: its title and the paragraph that says how to read its table."""
+    return [f"## {title}", "", prose, ""]
+
+
 def credit_section(cfg: BenchConfig, rows: list[dict[str, Any]]) -> list[str]:
     """Per method with TTT runs: the credit check's concordance, per task and pooled, with intervals."""
     checked = [r for r in rows if _num(r.get("credit_concordance"))]
     if not checked:
         return []
-    lines = [
-        "## Credit check (did training learn what pays off?)",
-        "",
+    lines = _heading(
+        "Credit check (did training learn what pays off?)",
         "Per run, over pairs of differently rewarded actions of one proposal: the share where the adapter in "
         "force, trained on earlier rounds only, had raised the better action's log-probability over the base "
         "model's more than the worse one's (`arts credit`). 0.5 is no learning; an interval above 0.5 says the "
         "adapters preferred what later evaluations rewarded. Mean over runs, stratified bootstrap 95% interval.",
-        "",
-    ]
+    )
     body = []
     for method in dict.fromkeys(r["method"] for r in checked):
         mine = [r for r in checked if r["method"] == method]
@@ -240,14 +243,12 @@ def investigation_section(rows: list[dict[str, Any]]) -> list[str]:
     mine = [r for r in rows if r["status"] == "finished" and _num(r.get("decisions"))]
     if not mine:
         return []
-    lines = [
-        "## Investigation (what the decisions changed)",
-        "",
+    lines = _heading(
+        "Investigation (what the decisions changed)",
         "Mean per run: decisions made (routes and reflections), follow-ups run on them (a decision that changed "
         "a later round), refinements run, pivots, hypotheses citing an observation, observations sought "
         "(probes) and observations that came as by-products.",
-        "",
-    ]
+    )
     body = []
     for method in dict.fromkeys(r["method"] for r in mine):
         runs = [r for r in mine if r["method"] == method]
