@@ -36,7 +36,7 @@ from arts.policy.actions import (
 from arts.policy.calls import call_sites, keyword_menus, set_keyword
 from arts.policy.expressions import returns, shape_error
 from arts.policy.menus import value_menu
-from arts.policy.orderings import builds_list, is_list_build, ordering_menu, parameters, return_pattern
+from arts.policy.orderings import builds_list, is_list_build, return_menu, return_pattern
 from arts.policy.swaps import swap_call, swap_menus
 from arts.policy.targets import (
     anchor,
@@ -73,7 +73,7 @@ def edit_schema(
     menus: dict[str, list[int | float]] | None = None,
     keywords: dict[str, dict[str, list[str]]] | None = None,
     swaps: dict[str, list[str]] | None = None,
-    orderings: dict[str, list[str]] | None = None,
+    rewrites: dict[str, list[str]] | None = None,
 ) -> type[BaseModel]:
     """The action schema for one call. Names are `Literal` enums of what exists: constants (one branch per
     value type) and functions of every Python file, line anchors of the `focus` file (default: the first)
@@ -82,9 +82,9 @@ def edit_schema(
     whose value is an entry of its menu (no branch for an empty or missing menu). Each keyword argument
     of a call with a menu (`keywords`, default `policy.calls.keyword_menus`) has its own set_keyword
     branch, and each call with siblings (`swaps`, default `policy.swaps.swap_menus`) a swap_call
-    branch; `only` keeps the calls or keywords it names. With `orderings` (see `ordering_menus`), a
-    function whose return builds a list answers from its menu (none left: no branch) instead of the
-    ordering grammar. One branch gives its
+    branch; `only` keeps the calls or keywords it names. With `rewrites` (see `return_menus`), a
+    function with a settable return answers from its menu (none left: no branch) instead of the
+    return grammar. One branch gives its
     own model; several give `{"action": <anyOf branches>}`, a root object as every structured backend
     accepts. Raises EditError when no allowed op has a target."""
     if set(ops) - set(OPS):
@@ -129,9 +129,9 @@ def edit_schema(
         tree = parse(text) if path.endswith(".py") else None
         for name, fn in (function_nodes(tree) if tree else {}).items():
             if (only is None or name in only) and (grammar := return_pattern(tree, fn)):
-                if orderings is not None and builds_list(fn) is not None and returns(fn) is None:
-                    if orderings.get(name):
-                        at, expr = (_enum([name]), ...), (_enum(orderings[name]), ...)
+                if rewrites is not None and name in rewrites:
+                    if rewrites[name]:
+                        at, expr = (_enum([name]), ...), (_enum(rewrites[name]), ...)
                         add(SetReturn, "_" + name, function=at, expression=expr)
                     continue
                 # no maxLength: xgrammar ignores it next to a pattern, which bounds the length anyway
@@ -369,20 +369,20 @@ def constant_menus(
     return menus
 
 
-def ordering_menus(
+def return_menus(
     files: dict[str, str], keep: Callable[[dict[str, str]], bool] | None = None
 ) -> dict[str, list[str]]:
-    """Each list-building return's `ordering_menu`, less the orderings whose edited program `keep` refuses
-    (one already evaluated, say), for `edit_schema(orderings=...)`."""
+    """Each settable return's `return_menu` (an arithmetic or a list-building one), less the expressions
+    whose edited program `keep` refuses (one already evaluated, say), for `edit_schema(rewrites=...)`."""
     menus: dict[str, list[str]] = {}
     for text in (t for p, t in files.items() if p.endswith(".py")):
         tree = parse(text)
         for name, fn in (function_nodes(tree) if tree else {}).items():
-            if builds_list(fn) is None or returns(fn) is not None or not parameters(fn):
+            if (menu := return_menu(tree, fn)) is None:
                 continue
             menus[name] = []
-            for expr in ordering_menu(parameters(fn)):
-                try:  # an ordering the function already returns is no edit
+            for expr in menu:
+                try:  # an expression the function already returns is no edit
                     edited = apply_edit(files, SetReturn(function=name, expression=expr))
                 except EditError:
                     continue

@@ -29,8 +29,8 @@ from arts.policy.edits import (
     apply_edit,
     constant_menus,
     edit_schema,
-    ordering_menus,
     program_key,
+    return_menus,
     unwrap,
 )
 from arts.policy.executor_prompt import action_prompt, one_line, window
@@ -100,8 +100,8 @@ class ExecutorConfig(BaseModel):
     x0.9, x1.1, x1.25, x2, x4; `policy.edits.value_menu`), the values the random-mutation baseline draws from. The
     135M default, free to write any number, copied numbers from its prompt (a score shown as 1.1498 became
     MARGIN = 1.14, a negative radius): 6 of its 7 values in one circle-packing run made the program
-    invalid. With it, a return that builds a list answers from a menu of orderings too
-    (`policy.orderings.ordering_menu`). Turn it off for a model that can choose values itself."""
+    invalid. With it, a settable return answers from a menu of concrete expressions too
+    (`policy.orderings.return_menu`). Turn it off for a model that can choose values itself."""
     max_anchors: int = Field(40, ge=2)
     """At most this many line anchors in the replace_lines enum (non-blank lines of the shown window)."""
     feedback_chars: int = Field(400, ge=50)
@@ -224,9 +224,9 @@ class Executor:
             menus = self._menus(work, current, known, seen, sides) if cfg.value_menu else None
             keywords = keyword_menus(work, _fresh(current, known, seen)) if "set_keyword" in cfg.ops else {}
             swaps = swap_menus(work, _fresh(current, known, seen)) if "swap_call" in cfg.ops else {}
-            orders = None
+            rewrites = None
             if cfg.value_menu and "set_return" in cfg.ops:
-                orders = ordering_menus(work, _fresh(current, known, seen))
+                rewrites = return_menus(work, _fresh(current, known, seen))
             if step < cfg.narrow_actions and move and move[0] == "swap" and swaps.get(move[1]):
                 keywords = {}  # `swap c`: not a keyword of c, which the same narrowing would offer
             if menus is not None and any(not menus.get(name) for name in sides):
@@ -237,7 +237,7 @@ class Executor:
                 break
             schema = self._schema(
                 work, focus, span, seedless, named or None, step < cfg.narrow_actions, menus, keywords, swaps,
-                orders,
+                rewrites,
             )  # fmt: skip
             ctx = {
                 "task_summary": task_summary,
@@ -304,7 +304,7 @@ class Executor:
         menus: dict[str, list] | None = None,
         keywords: dict[str, dict[str, list[str]]] | None = None,
         swaps: dict[str, list[str]] | None = None,
-        orderings: dict[str, list[str]] | None = None,
+        rewrites: dict[str, list[str]] | None = None,
     ) -> type[BaseModel]:
         """This step's action schema: a draft for a seedless task; else the configured ops (plus read_file
         with several files), narrowed to `only` when given and any target is left, else whole-file writes.
@@ -312,7 +312,7 @@ class Executor:
         if seedless:
             return edit_schema(work, {"write_file"}, focus=focus)
         ops, cfg = set(self.config.ops) | ({"read_file"} if len(work) > 1 else set()), self.config
-        given = {"menus": menus, "keywords": keywords, "swaps": swaps, "orderings": orderings}
+        given = {"menus": menus, "keywords": keywords, "swaps": swaps, "rewrites": rewrites}
         if only:
             named = ops & (
                 SIMPLE_OPS if cfg.constants_first and constants_only else SIMPLE_OPS | {"replace_function"}

@@ -6,6 +6,10 @@ model asked for a new function body wrote prose or identifiers that do not exist
 only the function's parameters, the module's constants, short numbers, a few numpy calls and arithmetic,
 every answer is a well-formed expression over real names; whether it is a good one is the experiment.
 The same grammar gives the random-mutation baseline its random expressions (`random_expression`).
+With value menus (the small profile) the answer is instead an entry of `expression_menu`, concrete
+expressions over the parameters: under the free grammar the 135M default wrote `np.exp(bins) + c`
+variants of the seed's worst-fit order on bin-packing in every try, never the `-bins` the grammar allows,
+until its proposals were refused as already run (2 of 3 seeds ended at the seed).
 
 Not covered: attribute access, comparisons, calls other than the listed numpy ones, keyword arguments,
 nesting deeper than one pair of parentheses.
@@ -21,6 +25,11 @@ NUMPY_CALLS = ("np.log", "np.sqrt", "np.abs", "np.exp", "np.square")
 """Elementwise numpy calls offered when the module imports numpy as np."""
 OPERATORS = ("+", "-", "*", "/")
 MAX_TERMS = 4
+EXPRESSION_MENU = 24
+"""At most this many expressions on an arithmetic return's menu (`expression_menu`)."""
+MENU_CALLS = ("np.log", "np.sqrt", "np.square")
+"""The calls an expression menu applies to a name: defined wherever the name is positive (no `np.exp`,
+which overflows, and no `np.abs`, which a positive name makes the identity)."""
 
 
 _NOT_ARITHMETIC = (
@@ -129,3 +138,26 @@ def random_expression(names: list[str], calls: list[str], rng: random.Random) ->
         return sign + atom()
 
     return f" {rng.choice(OPERATORS)} ".join(factor() for _ in range(rng.randint(1, 3)))
+
+
+def expression_menu(
+    tree: ast.Module, fn: ast.FunctionDef | ast.AsyncFunctionDef, limit: int = EXPRESSION_MENU
+) -> list[str]:
+    """The expressions a value menu offers for an arithmetic return of `fn` (the small profile's
+    set_return answers, one enum entry each), over its first three visible names: each name and its
+    negation, then for each pair the difference and the ratio both ways and the product and its negation,
+    then the `MENU_CALLS` of each name, each also negated. Entries that `shape_error` refuses (a constant,
+    or no array where the function returns one) are left out; no entry divides by a difference, which is
+    zero somewhere (`1 / (bins - item)` at an exact fit). Each is of the `pattern` grammar; which one
+    scores is the experiment."""
+    names, calls = visible_names(tree, fn)
+    names, calls = names[:3], [c for c in MENU_CALLS if c in calls]
+    menu = [e for a in names for e in (a, f"-{a}")]
+    menu += [e for a in names for b in names if a != b for e in (f"{a} - {b}", f"{a} / {b}")]
+    menu += [e for n, a in enumerate(names) for b in names[n + 1 :] for e in (f"{a} * {b}", f"-({a} * {b})")]
+    menu += [e for c in calls for a in names for e in (f"{c}({a})", f"-{c}({a})")]
+    old = returns(fn)
+    if old is None:
+        return []
+    fits = [e for e in menu if shape_error(fn, old.value, ast.parse(e, mode="eval").body) is None]
+    return fits[:limit]

@@ -22,7 +22,14 @@ import ast
 import random
 import re
 
-from arts.policy.expressions import OPERATORS, pattern, random_expression, returns, visible_names
+from arts.policy.expressions import (
+    OPERATORS,
+    expression_menu,
+    pattern,
+    random_expression,
+    returns,
+    visible_names,
+)
 
 BUILDERS = ("list", "sorted", "reversed", "range", "np.argsort", "np.arange", "np.lexsort")
 """A one-line return calling one of these (outermost, or under a slice) builds a list or an array."""
@@ -114,6 +121,18 @@ def return_pattern(tree: ast.Module, fn: ast.FunctionDef | ast.AsyncFunctionDef)
         return pattern(names, calls)
     if builds_list(fn) is not None:
         return ordering_pattern(parameters(fn), calls, bool(calls))
+    return None
+
+
+def return_menu(tree: ast.Module, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str] | None:
+    """The value menu of a new return of `fn` (a set_return target under value menus): the
+    `expression_menu` of an arithmetic return, the `ordering_menu` of a list-building one; None when its
+    return is neither (the same cases as `return_pattern`)."""
+    names, _ = visible_names(tree, fn)
+    if returns(fn) is not None and names:
+        return expression_menu(tree, fn)
+    if builds_list(fn) is not None:
+        return ordering_menu(parameters(fn))
     return None
 
 

@@ -1,6 +1,7 @@
-"""Returns that build a list as typed edits: the ordering grammar of set_return, built from a real
-program's signature, edits that compile and return permutations, and the executor, directed hypotheses
-and the random-mutation baseline acting over the same grammar (on the weighted-completion built-in)."""
+"""Returns as typed edits: the ordering grammar of set_return, built from a real program's signature,
+edits that compile and return permutations, and the executor, directed hypotheses and the
+random-mutation baseline acting over the same grammar (on the weighted-completion built-in); and the
+value menu of an arithmetic return (on the bin-packing built-in)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, ordering_menus, unwrap
+from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, return_menus, unwrap
 from arts.policy.mutation import random_edit
 from arts.policy.orderings import builds_list, ordering_menu, return_pattern
 from arts.policy.targets import function_nodes, parse, return_functions
@@ -21,6 +22,7 @@ from arts.tasks.base import BUILTIN_DIR
 from tests.test_swaps import SwapRules
 
 SEED = (BUILTIN_DIR / "weighted-completion" / "solution.py").read_text()
+FIRST_FIT = (BUILTIN_DIR / "bin-packing-weibull" / "solution.py").read_text()
 SMITH = "sorted(range(len(p)), key=lambda i: p[i] / w[i])"
 
 
@@ -178,25 +180,58 @@ def test_with_value_menus_a_list_return_answers_from_its_fresh_orderings():
     """The small profile's set_return on a list-building return is an enum of orderings; those already
     evaluated leave it, and a function with none left has no branch."""
     files = {"solution.py": SEED}
-    menus = ordering_menus(files)
+    menus = return_menus(files)
     assert SMITH in menus["order"] and "list(range(len(p)))[::-1]" in menus["order"]
     assert len(menus["order"]) == len(set(menus["order"])) == 11  # reversed identity + 5 keys, both ways
     tried = apply_edit(files, SetReturn(function="order", expression=SMITH))
-    fresh = ordering_menus(files, keep=lambda edited: edited != tried)
+    fresh = return_menus(files, keep=lambda edited: edited != tried)
     assert SMITH not in fresh["order"] and len(fresh["order"]) == 10
-    schema = edit_schema(files, {"set_return"}, orderings=fresh)
+    schema = edit_schema(files, {"set_return"}, rewrites=fresh)
     js = schema.model_json_schema()
     assert js["properties"]["expression"]["enum"] == fresh["order"]
     with pytest.raises(ValidationError):
         schema.model_validate({"function": "order", "op": "set_return", "expression": SMITH})
     with pytest.raises(EditError, match="no target"):
-        edit_schema(files, {"set_return"}, orderings={"order": []})
+        edit_schema(files, {"set_return"}, rewrites={"order": []})
     smith = apply_edit(files, SetReturn(function="order", expression=SMITH))  # a program returning one
-    assert ordering_menus(smith)["order"] == [e for e in menus["order"] if e != SMITH]
+    assert return_menus(smith)["order"] == [e for e in menus["order"] if e != SMITH]
 
 
-def test_the_executor_never_answers_an_evaluated_ordering_again():
-    """A model that always takes the first entry of the menu still walks through distinct orderings:
+def test_with_value_menus_an_arithmetic_return_answers_from_concrete_expressions():
+    """bin-packing's `priority` returns `-np.arange(...)`: its menu holds expressions of the set_return
+    grammar over its parameters, each of which applies, compiles and returns an array (uses `bins`);
+    none divides by a difference (zero at an exact fit); the schema is their enum."""
+    files = {"solution.py": FIRST_FIT}
+    menu = return_menus(files)["priority"]
+    tree = parse(FIRST_FIT)
+    grammar = return_pattern(tree, function_nodes(tree)["priority"])
+    assert "-bins" in menu and "item - bins" in menu and len(menu) == len(set(menu)) >= 10
+    for expr in menu:
+        assert re.fullmatch(grammar, expr), expr
+        assert "bins" in expr and "/ (" not in expr
+        edited = apply_edit(files, SetReturn(function="priority", expression=expr))["solution.py"]
+        compile(edited, "solution.py", "exec")
+    schema = edit_schema(files, {"set_return"}, rewrites={"priority": menu})
+    assert schema.model_json_schema()["properties"]["expression"]["enum"] == menu
+    free = edit_schema(files, {"set_return"}).model_json_schema()["properties"]["expression"]
+    assert "pattern" in free and "enum" not in free  # without menus: the grammar, as before
+
+
+def test_the_bin_packing_menu_holds_best_fit_which_beats_the_seed(tmp_path, capsys):
+    """The menu is not only well-formed: its `-bins` (best fit) scores below the first-fit seed on the
+    task's own evaluator, through `arts eval --files`."""
+    from arts.search.cli import main
+
+    edited = apply_edit({"solution.py": FIRST_FIT}, SetReturn(function="priority", expression="-bins"))
+    (tmp_path / "solution.py").write_text(edited["solution.py"])
+    assert main(["eval", "bin-packing-weibull", "--files", str(tmp_path), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["valid"] and result["score"] < 4.5449 - 0.3  # 4.146: best fit against 4.545
+
+
+@pytest.mark.parametrize(("seed", "function"), [(SEED, "order"), (FIRST_FIT, "priority")])
+def test_the_executor_never_answers_an_evaluated_return_again(seed, function):
+    """A model that always takes the first entry of the menu still walks through distinct returns:
     each evaluated one leaves the next step's enum."""
     from arts.policy.executor import Executor, ExecutorConfig
     from arts.tasks.base import EvalResult
@@ -205,7 +240,7 @@ def test_the_executor_never_answers_an_evaluated_ordering_again():
     class First(ScriptedBackend):
         def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
             entry = schema.model_json_schema()["properties"]["expression"]["enum"][0]
-            self.answers = [{"function": "order", "op": "set_return", "expression": entry}]
+            self.answers = [{"function": function, "op": "set_return", "expression": entry}]
             return super().generate(prompts, n, sampling, schema, adapter, purpose)
 
     programs = []
@@ -215,15 +250,16 @@ def test_the_executor_never_answers_an_evaluated_ordering_again():
         return EvalResult(valid=False, reason="worse than the seed")
 
     cfg = ExecutorConfig(ops=["set_return"], max_actions=4, max_evals=4)
-    Executor(First([]), cfg).run("rewrite order", {"solution.py": SEED}, ["solution.py"], validate)
+    Executor(First([]), cfg).run(f"rewrite {function}", {"solution.py": seed}, ["solution.py"], validate)
     assert len(programs) == 4 and len(set(programs)) == 4
 
 
-def test_rewrite_leaves_the_directed_targets_once_every_ordering_ran():
+@pytest.mark.parametrize(("seed", "function"), [(SEED, "order"), (FIRST_FIT, "priority")])
+def test_rewrite_leaves_the_directed_targets_once_every_return_ran(seed, function):
     from arts.search.methods.targets import targets
     from arts.search.state import Node, SearchState
 
     state = SearchState()
-    state.nodes[0] = Node(id=0, status="seed", files={"solution.py": SEED}, score=1.0, raw_score=1.0)
-    assert "order" in targets(state, lambda files: None)
-    assert targets(state, lambda files: "ran" if files["solution.py"] != SEED else None) is None
+    state.nodes[0] = Node(id=0, status="seed", files={"solution.py": seed}, score=1.0, raw_score=1.0)
+    assert function in targets(state, lambda files: None)
+    assert targets(state, lambda files: "ran" if files["solution.py"] != seed else None) is None

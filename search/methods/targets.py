@@ -15,7 +15,7 @@ import random
 from collections.abc import Callable
 
 from arts.policy.calls import keyword_menus
-from arts.policy.edits import constant_menus, ordering_menus
+from arts.policy.edits import constant_menus, return_menus
 from arts.policy.scientist import Moves, directed_target
 from arts.policy.swaps import swap_menus
 from arts.policy.targets import list_targets, return_functions
@@ -71,7 +71,7 @@ def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -
         verbs = (("increase",) if up[name] else ()) + (("decrease",) if down[name] else ())
         if verbs:
             moves[name] = verbs
-    orders = ordering_menus(files, fresh)  # a list-building return: rewritable while an ordering is left
+    orders = return_menus(files, fresh)  # a settable return: rewritable while its menu holds a new one
     for text in files.values():
         moves.update((name, ("rewrite",)) for name, _ in return_functions(text) if orders.get(name, True))
     # a swap before the keywords of its call: their menus are those of the callee in place
