@@ -421,6 +421,22 @@ def test_targets_that_raised_the_best_lead_then_untested_ones_then_the_least_rec
     assert list(by_promise(moves, nodes)) == ["B", "D", "E", "A", "C"]
 
 
+def test_targets_whose_tests_never_moved_the_score_go_last():
+    """An inert knob (every valid test scored exactly as its parent) waits behind a tested knob that did
+    something, even a more recently tested one; a failed test counts as doing something."""
+    moves = {name: ("increase", "decrease") for name in ("A", "B", "C")}
+    nodes = [
+        Node(id=1, parent=None, round=0, score=1.0, hypothesis=""),
+        Node(id=2, parent=1, round=1, score=1.0, hypothesis="increase A"),  # inert
+        Node(id=3, parent=1, round=2, score=0.9, hypothesis="decrease B"),  # moved (down)
+        Node(id=4, parent=1, round=2, score=None, hypothesis="decrease C"),  # failed
+    ]
+    assert list(by_promise(moves, nodes)) == ["B", "C", "A"]
+    nodes.append(Node(id=5, parent=1, round=3, score=0.95, hypothesis="increase A"))  # A moves after all
+    assert list(by_promise(moves, nodes)) == ["B", "C", "A"]  # now by recency: A was tested last
+    assert list(by_promise(moves, nodes[:2] + nodes[3:4])) == ["B", "C", "A"]  # untested B, failed C, inert A
+
+
 def test_each_candidate_gets_its_own_share_of_the_targets():
     moves = {n: ("increase",) for n in "ABCDEFG"}
     assert [list(m) for m in spread(moves, 3)] == [["A", "D", "G"], ["B", "E"], ["C", "F"]]
