@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
+import math
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -54,7 +55,12 @@ def value_menu(value: int | float) -> list[int | float]:
     """The values a numeric constant may move to: `value` times each of MENU_FACTORS (ints rounded, kept
     >= 1 where positive, plus steps of one and two: DEGREE = 1 has 2, 3 and 4), or small magnitudes of
     both signs for a zero; every entry differs from `value`. The executor's grammar offers these
-    (`constant_menus`), and the random-mutation baseline draws from them: both act over the same values."""
+    (`constant_menus`), and the random-mutation baseline draws from them: both act over the same values.
+    Ordered coarse to fine, as a compass search tries its steps: doubling and halving first, then x1.25
+    and x0.8, then x1.1 and x0.9, the extreme x4 and x0.25 last (`_step_rank`). The order is the search's:
+    the 135M default takes a menu's first entry far more often than any other (17 of 45 increases were
+    its first entry x1.1 and 15 of 32 decreases its x0.25 while the menu was sorted by value), and the
+    fresh-value filter then walks on to the next entry from the same parent."""
     out: list[int | float]
     if value == 0:
         out = (
@@ -66,7 +72,15 @@ def value_menu(value: int | float) -> list[int | float]:
         out += [value + d for d in steps]
     else:
         out = [float(f"{value * f:.4g}") for f in MENU_FACTORS]
-    return sorted({v for v in out if v != value})
+    return sorted({v for v in out if v != value}, key=lambda v: (_step_rank(value, v), v))
+
+
+def _step_rank(value: int | float, new: int | float) -> float:
+    """How far a move from `value` to `new` is from a doubling or a halving, in log scale (0 for x2 and
+    x0.5); a move from zero or across zero ranks by magnitude alone."""
+    if value == 0 or new / value <= 0:
+        return abs(new)
+    return abs(abs(math.log(new / value)) - math.log(2))
 
 
 @dataclass

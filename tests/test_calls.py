@@ -43,7 +43,7 @@ def test_menus_come_from_the_estimators_declared_constraints():
     assert param_menu(params["max_depth"])[:4] == ["1", "2", "3", "4"]  # None by default: a grid
     assert set(param_menu(params["splitter"])) == {"'random'"}  # 'best' is the default
     assert "'absolute_error'" in param_menu(params["criterion"])
-    assert param_menu(params["min_samples_split"]) == ["3", "4", "8"]  # >= 2, as declared
+    assert param_menu(params["min_samples_split"]) == ["4", "3", "8"]  # >= 2, as declared
     seeds = param_menu(params["random_state"], current=0)
     assert "-1" not in seeds and "1" in seeds and seeds[-1] == "None"  # the default removes it
     assert param_menu(params["min_weight_fraction_leaf"]) == ["0.001", "0.01", "0.1"]  # within [0, 0.5]

@@ -313,12 +313,26 @@ def test_an_edit_of_docstrings_or_comments_only_is_no_change():
 def test_value_menus_move_every_value_and_keep_its_type():
     from arts.policy.edits import value_menu
 
-    assert value_menu(0.01) == [0.0025, 0.005, 0.008, 0.009, 0.011, 0.0125, 0.02, 0.04]
-    assert value_menu(8) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
-    assert value_menu(0) == [-2, -1, 1, 2] and 0.0 not in value_menu(0.0)
+    assert sorted(value_menu(0.01)) == [0.0025, 0.005, 0.008, 0.009, 0.011, 0.0125, 0.02, 0.04]
+    assert sorted(value_menu(8)) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
+    assert value_menu(0) == [-1, 1, -2, 2] and 0.0 not in value_menu(0.0)
     for v in (3, -3, 0.3, -0.7, 1e-5):
         menu = value_menu(v)
         assert v not in menu and all(type(x) is type(v) for x in menu)
+
+
+def test_value_menus_list_their_steps_coarse_to_fine_the_extremes_last():
+    """The order a compass search tries its steps: each side of the value opens with x2 or x0.5, then
+    x1.25 or x0.8, then x1.1 or x0.9, then x4 or x0.25; the executor's enum keeps this order."""
+    from arts.policy.edits import value_menu
+
+    menu = value_menu(0.01)
+    assert [v for v in menu if v > 0.01] == [0.02, 0.0125, 0.011, 0.04]
+    assert [v for v in menu if v < 0.01] == [0.005, 0.008, 0.009, 0.0025]
+    js = edit_schema(
+        {"s.py": "MARGIN = 0.01\n"}, {"set_constant"}, menus=constant_menus({"s.py": "MARGIN = 0.01\n"})
+    )
+    assert js.model_json_schema()["properties"]["value"]["enum"] == menu
 
 
 def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_grammar():

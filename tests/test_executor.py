@@ -302,7 +302,9 @@ def test_value_menu_offers_numbers_around_the_current_value_only():
         "Double RADIUS.", {"solution.py": PROGRAM}, ["solution.py"], Recorder()
     )
     schema = json.dumps(backend.calls[0]["schema"].model_json_schema())
-    assert "[0.025, 0.05, 0.08, 0.09, 0.11, 0.125, 0.2, 0.4]" in schema  # RADIUS = 0.1 times 1/4 ... 4
+    assert (
+        "[0.05, 0.2, 0.08, 0.125, 0.09, 0.11, 0.025, 0.4]" in schema
+    )  # RADIUS = 0.1 times 1/2 ... 4, coarse to fine
     assert result.transcript[0]["error"].startswith("the answer was not a valid action")  # 0.3: off the menu
     assert result.result.valid and "RADIUS = 0.4\n" in result.files["solution.py"]
 
@@ -317,7 +319,7 @@ def test_values_whose_program_already_ran_leave_the_menu():
         Recorder(),
         known=lambda files: "node 2: score 0.4" if files["solution.py"] == ran else None,
     )
-    assert "[0.025, 0.05, 0.08, 0.09, 0.11, 0.125, 0.2]" in json.dumps(
+    assert "[0.05, 0.2, 0.08, 0.125, 0.09, 0.11, 0.025]" in json.dumps(
         backend.calls[0]["schema"].model_json_schema()
     )
 
@@ -334,7 +336,7 @@ def test_a_repeated_rejected_action_heats_sampling_and_the_third_repeat_gives_up
 
 
 @pytest.mark.parametrize(
-    ("verb", "menu"), [("increase", "[0.11, 0.125, 0.2, 0.4]"), ("decrease", "[0.025, 0.05, 0.08, 0.09]")]
+    ("verb", "menu"), [("increase", "[0.2, 0.125, 0.11, 0.4]"), ("decrease", "[0.05, 0.08, 0.09, 0.025]")]
 )
 def test_a_directed_hypothesis_moves_its_constant_only_that_way(verb, menu):
     backend = ScriptedBackend([set_constant("RADIUS", 0.4 if verb == "increase" else 0.05)])
