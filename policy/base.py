@@ -10,6 +10,7 @@ This module holds types only; no model is loaded here.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -97,6 +98,29 @@ class Completion(BaseModel):
 
 
 UsageSink = Callable[[Usage], None]
+
+
+@dataclass
+class Request:
+    """One prompt's call of `generate_each`: what `generate` takes, for that prompt alone."""
+
+    prompt: Prompt
+    n: int = 1
+    sampling: Sampling | None = None
+    schema: type[BaseModel] | None = None
+    adapter: str | None = None
+    purpose: str = ""
+
+
+def generate_each(backend: Backend, requests: list[Request]) -> list[list[Completion]]:
+    """The completions of several requests, each with its own schema, sampling and adapter (outer list:
+    requests in order). A backend that can decode them together offers `generate_each` itself (the
+    transformers backend batches them; a server's client sends them at once); any other runs them one
+    after another through `generate`."""
+    own = getattr(backend, "generate_each", None)
+    if own is not None:
+        return own(requests)
+    return [backend.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0] for r in requests]
 
 
 @runtime_checkable

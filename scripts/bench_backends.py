@@ -7,10 +7,12 @@ Three comparisons, one run each (a benchmark of a shared laptop, not a statistic
   3. grammar-constrained vs unconstrained sampling, with the time spent filling and applying the
      grammar masks measured per generated token;
   4. one scientist proposal (K=3 candidates, the search's own schema) with and without jump-forward
-     decoding of the text the grammar forces (keys, separators, enum values).
+     decoding of the text the grammar forces (keys, separators, enum values);
+  5. N different prompts, each with its own schema (as N executors of a round ask at once): one batch
+     (`generate_each`) vs one call after another, greedy, with the tokens checked equal.
 
 Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
-       [--max-tokens 60] [--threads 1] [--json out.json]
+       [--max-tokens 60] [--threads 1] [--only rows] [--json out.json]
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pydantic import BaseModel, Field  # noqa: E402
 
 from arts.policy.backends import decoding  # noqa: E402
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
-from arts.policy.base import Sampling  # noqa: E402
+from arts.policy.base import Request, Sampling  # noqa: E402
 from arts.policy.scientist import proposal_schema  # noqa: E402
 
 PARAGRAPH = (
@@ -88,6 +90,26 @@ def tokens_of(groups: list[list[Any]]) -> int:
     return sum(c.completion_tokens for group in groups for c in group)
 
 
+def different_prompts(backend: TransformersBackend, prompt: str, n: int) -> dict[str, Any]:
+    """Section 5: N prompts of different lengths and schemas, batched vs one after another."""
+    words = prompt.split()
+    requests = [
+        Request(
+            " ".join(words[: len(words) * (i + 1) // n]),
+            sampling=Sampling(temperature=0.0, max_tokens=120),
+            schema=proposal_schema(list(range(1, i + 3)), 1),
+        )
+        for i in range(n)
+    ]
+    for r in requests:  # compile every grammar once
+        backend.generate(r.prompt, sampling=Sampling(max_tokens=1), schema=r.schema)
+    alone, alone_s = timed(lambda: [backend.generate(r.prompt, 1, r.sampling, r.schema)[0] for r in requests])
+    together, together_s = timed(lambda: backend.generate_each(requests))
+    same = [a[0].token_ids == b[0].token_ids for a, b in zip(alone, together, strict=True)]
+    return {"one after another": [tokens_of(alone), alone_s], "one batch": [tokens_of(together), together_s],
+            "same tokens": f"{sum(same)}/{len(same)}"}  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = TransformersBackend(args.model)
     prompt = long_prompt(backend, args.prompt_tokens)
@@ -98,6 +120,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     backend.generate("warm up", sampling=Sampling(max_tokens=2))
     res["prefill_s"] = timed(lambda: backend.generate(prompt, sampling=Sampling(max_tokens=1)))[1]
+    if args.only == "rows":
+        res["different_prompts"] = different_prompts(backend, prompt, n)
+        return res
 
     greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
     own, own_s = timed(lambda: backend.generate(prompt, sampling=greedy))
@@ -149,6 +174,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         out, seconds = timed(lambda: backend.generate(prompt, sampling=once, schema=proposal))
         res["jump_forward"][label] = [tokens_of(out), seconds]
     backend.jump_forward = True
+    res["different_prompts"] = different_prompts(backend, prompt, n)
     return res
 
 
@@ -156,7 +182,9 @@ def report(res: dict[str, Any]) -> None:
     print(
         f"prompt: {res['prompt_tokens']} tokens (prefill {res['prefill_s']:.2f} s), torch threads: {res['threads']}"
     )
-    for section in ("greedy", "n_samples", "constrained", "jump_forward"):
+    for section in ("greedy", "n_samples", "constrained", "jump_forward", "different_prompts"):
+        if section not in res:
+            continue
         print(f"\n[{section}]")
         for label, value in res[section].items():
             if isinstance(value, list):
@@ -168,6 +196,10 @@ def report(res: dict[str, Any]) -> None:
                 )
             else:
                 print(f"  {label:22s} {value:.3f}" if isinstance(value, float) else f"  {label:22s} {value}")
+    (_, alone_s), (_, batch_s), _ = res["different_prompts"].values()
+    print(f"\ndifferent prompts, seconds one after another / one batch: {alone_s / batch_s:.2f}")
+    if "greedy" not in res:
+        return
     (own_t, own_s), (bare_t, bare_s) = res["greedy"].values()
     print(f"\nbackend / model.generate tokens/s ratio (greedy): {(own_t / own_s) / (bare_t / bare_s):.2f}")
     (_, slow_s), (_, fast_s) = res["jump_forward"].values()
@@ -181,6 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
     p.add_argument("--max-tokens", type=int, default=60, help="tokens per completion")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    p.add_argument("--only", choices=["rows"], default=None, help="run only section 5 (different prompts)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
     if args.threads:

@@ -8,8 +8,10 @@ token under the masked temperature-1 distribution, and `logprobs(..., schema=)` 
 masks, so the two agree (GRPO needs exactly that). LoRA adapters are attached, swapped and disabled
 on the loaded base without reloading it; `.model` and `.tokenizer` are what training works on.
 
-Deliberately not done: batching different prompts (they run one after another), thread safety (one
-caller at a time; `policy.backends.serve` holds a lock), and any download (see `policy.backends.weights`).
+Different prompts, each with its own schema and sampling, decode as one batch through `generate_each`
+(`policy.backends.rows`); `generate` runs its prompts one after another, each sharing its prefill
+among its N samples. Deliberately not done: thread safety (one caller at a time;
+`policy.backends.serve` holds a lock), and any download (see `policy.backends.weights`).
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from pydantic import BaseModel
 from arts.policy.backends.decoding import Sample, completion_logprobs, sample_group
 from arts.policy.backends.grammar import GrammarCache
 from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.rows import Row, decode_rows
 from arts.policy.backends.weights import DEFAULT_MODEL, resolve_model
-from arts.policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
+from arts.policy.base import BackendError, Completion, Prompt, Request, Sampling, Usage, UsageSink
 from arts.policy.parsing import validate_json
 
 
@@ -167,6 +170,65 @@ class TransformersBackend:
         self._report(usage)
         return out
 
+    def generate_each(self, requests: list[Request]) -> list[list[Completion]]:
+        """The completions of each request (outer list: requests in order), the requests of one adapter
+        decoded as one batch (`decode_rows`), a row per sample. A seeded request draws from its own
+        generator, so with n = 1 it gets what `generate` would give it alone."""
+        out: list[list[Completion]] = [[] for _ in requests]
+        for adapter in dict.fromkeys(r.adapter for r in requests):
+            mine = [i for i, r in enumerate(requests) if r.adapter == adapter]
+            with self._adapter(adapter):
+                for i, completions in zip(
+                    mine, self._decode_together([requests[i] for i in mine]), strict=True
+                ):
+                    out[i] = completions
+        return out
+
+    def _decode_together(self, requests: list[Request]) -> list[list[Completion]]:
+        rows: list[Row] = []
+        owners: list[int] = []
+        for k, r in enumerate(requests):
+            if r.n < 1:
+                raise ValueError(f"n must be at least 1, got {r.n}")
+            sampling = r.sampling or Sampling()
+            ids = self.encode_prompt(r.prompt)
+            self._check_length(len(ids), sampling.max_tokens)
+            generator = self._rng if sampling.seed is None else self._seeded(sampling.seed)
+            for matcher in self.grammars.matchers(r.schema, r.n) if r.schema else [None] * r.n:
+                stop = self._stop_hit(sampling) if r.schema is None else None
+                rows.append(Row(ids, sampling, generator, matcher, stop))
+                owners.append(k)
+        start = time.perf_counter()
+        bitmask = self.grammars.bitmask(len(rows)) if any(r.schema for r in requests) else None
+        samples = decode_rows(
+            self._base, rows, stop_ids=self.stop_ids, bitmask=bitmask, jump_forward=self.jump_forward
+        )
+        wall = (time.perf_counter() - start) / max(len(rows), 1)  # the batch's time, shared by its rows
+        out: list[list[Completion]] = [[] for _ in requests]
+        for k, row, sample in zip(owners, rows, samples, strict=True):
+            r = requests[k]
+            out[k].append(self._completion(sample, len(row.prompt_ids), wall, row.sampling, r.schema))
+        for r, completions in zip(requests, out, strict=True):
+            usage = Usage(
+                backend=self.name, model=r.adapter or self.model_id, purpose=r.purpose, adapter=r.adapter
+            )
+            usage.prompt_tokens = sum(c.prompt_tokens for c in completions)
+            usage.completion_tokens = sum(c.completion_tokens for c in completions)
+            usage.wall_s = sum(c.wall_s for c in completions)
+            self._report(usage)
+        return out
+
+    def _stop_hit(self, sampling: Sampling):
+        """A check for the stop strings in a row's decoded text; None without any."""
+        if not sampling.stop:
+            return None
+
+        def stop_hit(token_ids: list[int]) -> bool:
+            text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
+            return any(s in text for s in sampling.stop)
+
+        return stop_hit
+
     def _seeded(self, seed: int) -> torch.Generator:
         return torch.Generator(device=self.device).manual_seed(seed)
 
@@ -189,12 +251,8 @@ class TransformersBackend:
         matchers = bitmask = stop_hit = None
         if schema is not None:
             matchers, bitmask = self.grammars.matchers(schema, n), self.grammars.bitmask(n)
-        elif sampling.stop:
-
-            def stop_hit(token_ids: list[int]) -> bool:
-                text = self.tokenizer.decode(token_ids, skip_special_tokens=True)
-                return any(s in text for s in sampling.stop)
-
+        else:
+            stop_hit = self._stop_hit(sampling)
         return sample_group(
             self._base, ids, n, sampling, stop_ids=self.stop_ids, generator=generator,
             matchers=matchers, bitmask=bitmask, stop_hit=stop_hit, jump_forward=self.jump_forward,
