@@ -116,6 +116,10 @@ class SearchConfig(BaseModel):
     """N: actions drawn from one proposal per round (the GRPO group)."""
     seed: int = 0
     """The run's one seed: the sampler's, and every model call's (derived in `search.seeds`)."""
+    workers: int | None = Field(None, ge=1)
+    """Experiments of a round run at once, their model calls decoded as one batch and their evaluations
+    on this many workers (`search.overlap`); 1: one after another. Default: the cores available, where
+    the executor's backend can decode several prompts together."""
     scientist_model: ModelConfig = ModelConfig()
     executor_model: ModelConfig = ModelConfig()
     budget: BudgetConfig = BudgetConfig()

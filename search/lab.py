@@ -21,6 +21,7 @@ from arts.search.agents import Agents
 from arts.search.investigation.reports import memory_entry
 from arts.search.ledger import Ledger
 from arts.search.meter import BudgetSpent, Meter
+from arts.search.overlap import Overlap
 from arts.search.render import tried_edits
 from arts.search.seeds import Seeds
 from arts.search.state import Node, Rollout
@@ -59,6 +60,10 @@ class Lab:
         self.findings: dict[int, list] = {}
         """An answer-kind node's investigator findings, until the round turns them into observations."""
         self._program_keys: dict[int, str] = {}
+        self._in_flight: dict[str, str] = {}
+        """Program key -> the node folder evaluating it now (another experiment of the round must not)."""
+        self.overlap: Overlap | None = None
+        """While a round's experiments run at once (`search.overlap`): evaluations go through it."""
 
     @property
     def state(self):
@@ -78,7 +83,15 @@ class Lab:
         if seen := self.known_programs()(files):
             return EvalResult(valid=False, reason=f"already evaluated ({seen}); not run again")
         self.meter.take_eval()
-        res = run_evaluation(self.task, files, workdir)
+        key = program_key(files)
+        self._in_flight[key] = workdir.name
+        try:
+            if self.overlap is not None:
+                res = self.overlap.evaluate(lambda: run_evaluation(self.task, files, workdir))
+            else:
+                res = run_evaluation(self.task, files, workdir)
+        finally:
+            self._in_flight.pop(key, None)
         self.meter.eval_done(res.wall_s)
         self.ledger.event(
             "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200]
@@ -157,7 +170,21 @@ class Lab:
     ) -> Node:
         """Run one experiment from `parent` and commit the node (pending first, so a kill leaves a trace);
         `instructions` reach the executor besides the hypothesis; `follows` links a follow-up."""
-        node = self.ledger.add(
+        node = self.begin(parent, hypothesis, axis, rollout, instructions, follows)
+        return self.finish(node, parent, rollout, edit)
+
+    def begin(
+        self,
+        parent: Node,
+        hypothesis: str,
+        axis: str,
+        rollout: Rollout | None = None,
+        instructions: str = "",
+        follows: int | None = None,
+    ) -> Node:
+        """The experiment's node, committed as pending (a round running its experiments at once creates
+        them all first, so their ids follow the picks)."""
+        return self.ledger.add(
             Node(
                 parent=parent.id,
                 depth=parent.depth + 1,
@@ -171,6 +198,11 @@ class Lab:
                 instructions=instructions,
             )
         )
+
+    def finish(
+        self, node: Node, parent: Node, rollout: Rollout | None = None, edit: Edit | None = None
+    ) -> Node:
+        """Run a pending node's experiment and commit its outcome (see `expand`)."""
         workdir = self.node_dir(node.id)
         t0 = time.time()
         try:
@@ -232,9 +264,11 @@ class Lab:
         index = self._index()
 
         def known(files: dict[str, str]) -> str | None:
-            n = self.known_node(files, index)
+            key = program_key(files)
+            n = index.get(key)
             if n is None:
-                return None
+                where = self._in_flight.get(key)
+                return f"{where}: being evaluated now" if where else None
             return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + fmt(n.raw_score)}"
 
         return known

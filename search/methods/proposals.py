@@ -20,6 +20,7 @@ from arts.search.investigation.plan import plan_axes, plan_lines
 from arts.search.investigation.reports import report
 from arts.search.investigation.spacemap import render_space
 from arts.search.methods import targets as targeting
+from arts.search.overlap import Overlap, OverlapBackend, default_workers
 from arts.search.render import render_state, shown_memory
 from arts.search.state import Node, Rollout
 
@@ -153,12 +154,16 @@ def probe_budget(run: Run) -> bool:
 def run_group(
     run: Run, proposed: Proposed, picks: list[tuple[int, float, bool]], register: bool
 ) -> list[Node]:
-    """Execute the drawn candidates one by one; each becomes a rollout and a node, and (with `register`)
-    a working hypothesis with the evidence its node produced."""
+    """Execute the drawn candidates; each becomes a rollout and a node, and (with `register`) a working
+    hypothesis with the evidence its node produced. With more than one worker (`SearchConfig.workers`)
+    the experiments run at once (`search.overlap`), as many as evaluations are left; a probe runs first,
+    on its own."""
     nodes: list[Node] = []
     cands, prop = proposed.candidates, proposed.proposal
+    workers = run_workers(run)
+    waiting: list[tuple[Node, Node, Rollout, object]] = []  # begun, run at once below
     for i, (idx, prob, _tail) in enumerate(picks, 1):
-        if run.stop_reason(within_round=True):
+        if run.stop_reason(within_round=True) or (waiting and len(waiting) >= evals_left(run)):
             break
         run.phase(f"execute {i}/{len(picks)}")
         c = cands[idx]
@@ -190,14 +195,58 @@ def run_group(
         lineage = c.refines if c.refines in run.state.hypotheses else None  # as the scientist named it
         h = hypotheses.register(run.ledger, c, run.round, lineage) if register else None
         note = hypotheses.lineage_note(run.state, lineage)
-        node = run.lab.expand(run.state.nodes[c.parent], c.hypothesis, c.axis, rollout, instructions=note)
-        if h is not None:
-            found = run.lab.findings.pop(node.id, None)
-            observations.after_node(
-                run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
-            )
-        nodes.append(node)
+        parent = run.state.nodes[c.parent]
+        if workers > 1:
+            waiting.append((run.lab.begin(parent, c.hypothesis, c.axis, rollout, note), parent, rollout, h))
+            continue
+        node = run.lab.expand(parent, c.hypothesis, c.axis, rollout, instructions=note)
+        nodes.append(after(run, node, h))
+    if waiting:
+        run.phase(f"execute {len(waiting)} at once")
+        jobs = [lambda w=w: run.lab.finish(w[0], w[1], w[2]) for w in waiting]
+        done = at_once(run, workers, jobs)
+        nodes += [after(run, node, w[3]) for node, w in zip(done, waiting, strict=True)]
     return nodes
+
+
+def after(run: Run, node: Node, h) -> Node:
+    """What an experiment's node means for its working hypothesis (none: nothing)."""
+    if h is not None:
+        found = run.lab.findings.pop(node.id, None)
+        observations.after_node(
+            run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
+        )
+    return node
+
+
+def run_workers(run: Run) -> int:
+    """How many experiments of a round run at once: `workers` when set; else the cores available where
+    the executor's backend decodes several prompts together (`generate_each`), one where it cannot or
+    where the task is answered by an investigator (its tools run in this process)."""
+    if run.task.config.kind != "optimize":
+        return 1
+    if run.cfg.workers is not None:
+        return run.cfg.workers
+    backend = run.agents.executor_backend
+    return default_workers() if backend is not None and hasattr(backend, "generate_each") else 1
+
+
+def evals_left(run: Run) -> int:
+    return max(run.meter.budget.evals - run.meter.evals, 0)
+
+
+def at_once(run: Run, workers: int, jobs: list) -> list[Node]:
+    """The jobs run at once through an `Overlap` on the executor's backend, the lab's evaluations on
+    `workers` workers."""
+    executor = run.agents.executor
+    overlap = Overlap(executor.backend, workers)
+    executor.backend, run.lab.overlap = OverlapBackend(overlap), overlap
+    try:
+        return overlap.run(jobs)
+    finally:
+        executor.backend, run.lab.overlap = overlap.backend, None
+        if overlap.batches:
+            run.ledger.event("overlap", round=run.round, workers=workers, batches=overlap.batches)
 
 
 def run_probe(run: Run, name: str) -> list[Node]:

@@ -1,0 +1,198 @@
+"""A round's experiments at once (`search.overlap`): one harness thread at a time, model calls batched
+once every experiment not evaluating waits on the model, evaluations on W workers; and through
+`arts search --workers`, every node committed, the batches recorded, no program evaluated twice."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from arts.policy.base import Completion, Request, Usage
+from arts.search.cli import main
+from arts.search.overlap import Overlap, OverlapBackend
+from arts.search.store import Store
+from tests.test_search import RuleBackend, make_task
+
+
+class Batching:
+    """Answers each prompt with its own text; records every batch it decodes."""
+
+    name = model_id = "batching"
+
+    def __init__(self):
+        self.batches: list[list[str]] = []
+        self.usage_sink = None
+
+    def generate_each(self, requests: list[Request]) -> list[list[Completion]]:
+        self.batches.append([r.prompt for r in requests])
+        for r in requests:
+            if self.usage_sink is not None:
+                self.usage_sink(Usage(backend="b", model="b", purpose=r.prompt))
+        return [[Completion(text=r.prompt)] for r in requests]
+
+
+class Probe:
+    """Counts the threads inside harness sections and evaluations at once."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.harness = self.most_harness = self.evaluating = self.most_evaluating = 0
+
+    def step(self, kind: str, delta: int) -> None:
+        with self.lock:
+            setattr(self, kind, getattr(self, kind) + delta)
+            most = f"most_{kind}"
+            setattr(self, most, max(getattr(self, most), getattr(self, kind)))
+
+
+def _job(overlap: Overlap, probe: Probe, i: int, seconds: float = 0.2):
+    def section():
+        probe.step("harness", 1)
+        time.sleep(0.01)  # a harness section long enough to collide if two ran at once
+        probe.step("harness", -1)
+
+    def evaluation():
+        probe.step("evaluating", 1)
+        time.sleep(seconds)
+        probe.step("evaluating", -1)
+        return f"score {i}"
+
+    def job():
+        section()
+        first = overlap.generate(Request(f"{i}-a"))[0].text
+        section()
+        score = overlap.evaluate(evaluation)
+        section()
+        second = overlap.generate(Request(f"{i}-b"))[0].text
+        section()
+        return first, score, second
+
+    return job
+
+
+def test_experiments_batch_their_model_calls_and_share_the_workers():
+    backend, probe = Batching(), Probe()
+    overlap = Overlap(backend, workers=2)
+    out = overlap.run([_job(overlap, probe, i) for i in range(3)])
+    assert out == [(f"{i}-a", f"score {i}", f"{i}-b") for i in range(3)]  # in job order
+    assert backend.batches[0] == ["0-a", "1-a", "2-a"]  # all three asked together, in the picks' order
+    assert sorted(p for b in backend.batches[1:] for p in b) == ["0-b", "1-b", "2-b"]
+    assert probe.most_harness == 1  # the harness never ran in two threads at once
+    assert probe.most_evaluating == 2  # two workers: two evaluations at once, never three
+    assert overlap.batches == [len(b) for b in backend.batches]
+
+
+def test_the_model_answers_while_an_evaluation_runs():
+    """One experiment evaluates for long; the others' second calls do not wait for it."""
+    backend, probe = Batching(), Probe()
+    overlap = Overlap(backend, workers=3)
+    slow = _job(overlap, probe, 0, seconds=1.5)
+    t0 = time.perf_counter()
+    marks = {}
+
+    def quick(i):
+        job = _job(overlap, probe, i, seconds=0.05)
+
+        def timed():
+            result = job()
+            marks[i] = time.perf_counter() - t0
+            return result
+
+        return timed
+
+    overlap.run([slow, quick(1), quick(2)])
+    assert max(marks.values()) < 1.0  # done while experiment 0 was still evaluating (1.5 s)
+    assert backend.batches[-1] == ["0-b"]  # the others' second calls were answered before it
+
+
+def test_usage_records_of_a_batch_reach_the_sink_under_the_harness():
+    backend = Batching()
+    overlap = Overlap(backend, workers=2)
+    seen = []
+    backend.usage_sink = lambda u: seen.append((u.purpose, overlap.harness.locked()))
+    overlap.run([_job(overlap, Probe(), i, 0.01) for i in range(2)])
+    assert sorted(p for p, _ in seen) == ["0-a", "0-b", "1-a", "1-b"]
+    assert all(locked for _, locked in seen)
+    assert backend.usage_sink is not None and backend.usage_sink.__name__ == "<lambda>"  # restored
+
+
+def test_a_failing_experiment_lets_the_others_finish_then_raises():
+    backend, probe = Batching(), Probe()
+    overlap = Overlap(backend, workers=2)
+
+    def broken():
+        overlap.generate(Request("x"))
+        raise RuntimeError("executor crashed")
+
+    ok = _job(overlap, probe, 1, 0.01)
+    finished = []
+    with pytest.raises(RuntimeError, match="executor crashed"):
+        overlap.run([broken, lambda: finished.append(ok())])
+    assert finished == [("1-a", "score 1", "1-b")]
+
+
+def test_outside_a_round_the_overlap_backend_is_the_backend():
+    backend = Batching()
+    proxy = OverlapBackend(Overlap(backend, workers=2))
+    assert proxy.generate("hi")[0][0].text == "hi" and proxy.name == "batching"
+    assert backend.batches == [["hi"]]
+
+
+class BatchingRules(RuleBackend):
+    """The harness tests' rules, decoded in batches (as the transformers backend does)."""
+
+    def __init__(self):
+        super().__init__()
+        self.batch_sizes: list[int] = []
+
+    def generate_each(self, requests):
+        self.batch_sizes.append(len(requests))
+        return [self.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0] for r in requests]
+
+
+def test_arts_search_with_workers_runs_each_round_at_once(tmp_path, monkeypatch):
+    backend = BatchingRules()
+
+    def make(mc, sink, seed):
+        backend.sink = sink
+        return backend
+
+    monkeypatch.setattr("arts.search.run.make_backend", make)
+    task = make_task(tmp_path / "task")
+    run = tmp_path / "run"
+    argv = [
+        "search",
+        str(task),
+        "--run-dir",
+        str(run),
+        "--group",
+        "3",
+        "--budget.evals",
+        "9",
+        "--workers",
+        "2",
+    ]
+    assert main(argv) == 0
+    with Store.open(run, create=False) as store:
+        state = store.load_state()
+    events = [e.payload for e in state.events.values() if e.kind == "overlap"]
+    assert events and all(e["workers"] == 2 for e in events)
+    assert max(max(e["batches"]) for e in events) == 3  # three executors asked together
+    nodes = [n for n in state.nodes.values() if n.parent is not None]
+    assert nodes and all(n.status in ("valid", "invalid") for n in nodes)  # every node committed
+    ran = [json.dumps(n.files, sort_keys=True) for n in nodes if n.status == "valid"]
+    assert len(ran) == len(set(ran))  # no program evaluated twice, even by experiments running together
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["evals"] <= 9 and summary["best"]["score"] > summary["baseline"]
+
+
+def test_workers_1_runs_the_experiments_one_after_another(tmp_path, monkeypatch):
+    backend = BatchingRules()
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    task = make_task(tmp_path / "task")
+    argv = ["search", str(task), "--run-dir", str(tmp_path / "run"), "--group", "3", "--budget.evals", "6"]
+    assert main([*argv, "--workers", "1"]) == 0
+    assert backend.batch_sizes == []  # no batch: every call went through `generate`
