@@ -96,6 +96,31 @@ def test_n_samples_seed_and_usage(tiny_url):
     assert 0 < usage.completion_tokens <= 18 and usage.wall_s > 0
 
 
+def test_requests_sent_at_once_get_what_each_gets_alone(tiny_url):
+    """`generate_each`: requests with their own schema, n, seed and purpose go out together; each gets
+    the answers of its own call, and usage is reported once per request from the calling thread."""
+    import threading
+
+    from arts.policy.base import Request
+
+    seen: list[tuple[str, bool]] = []
+    backend = client(
+        tiny_url, usage_sink=lambda u: seen.append((u.purpose, threading.current_thread() is main))
+    )
+    main = threading.current_thread()
+    requests = [
+        Request("Say something.", n=2, sampling=Sampling(temperature=1.0, max_tokens=6, seed=3), purpose="a"),
+        Request("Pick one.", sampling=Sampling(temperature=0, max_tokens=40), schema=Pick, purpose="b"),
+        Request("Anything.", sampling=Sampling(temperature=0, max_tokens=5), purpose="c"),
+    ]
+    together = backend.generate_each(requests)
+    assert sorted(seen) == [("a", True), ("b", True), ("c", True)]
+    for r, comps in zip(requests, together, strict=True):
+        alone = backend.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0]
+        assert [c.text for c in comps] == [c.text for c in alone]
+        assert [c.ok for c in comps] == [c.ok for c in alone]
+
+
 def test_stop_string_cuts_the_text(tiny_url):
     backend = client(tiny_url)
     seeded = Sampling(temperature=1.0, max_tokens=12, seed=11)

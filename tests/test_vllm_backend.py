@@ -33,7 +33,7 @@ from arts.policy.backends.vllm import (  # noqa: E402
     sampling_params,
     to_completions,
 )
-from arts.policy.base import BackendError, Sampling  # noqa: E402
+from arts.policy.base import BackendError, Request, Sampling  # noqa: E402
 
 
 class Verdict(BaseModel):
@@ -122,6 +122,48 @@ def test_to_completions_reads_a_request_output():
     assert (good.prompt_tokens, good.completion_tokens, good.token_ids) == (4, 3, [5, 6, 7])
     assert good.constrained and good.finish_reason == "stop" and good.wall_s == 0.25
     assert not bad.ok and bad.parsed is None and bad.finish_reason == "length"
+
+
+def test_requests_of_one_adapter_go_to_the_engine_as_one_chat(tmp_path):
+    """`generate_each` hands the engine vLLM's own SamplingParams, one per request (its schema, n and
+    seed), in one `chat` call per adapter; each request gets its own outputs and usage record."""
+    calls = []
+
+    class Engine:  # stands in for vllm.LLM: records what it is handed, answers with real RequestOutputs
+        def chat(self, chats, params, use_tqdm, lora_request):
+            calls.append((chats, params, lora_request))
+            outs = []
+            for k, p in enumerate(params):
+                text = '{"label": "support", "confidence": 0.5}' if p.structured_outputs else "free text"
+                done = [CompletionOutput(index=i, text=text, token_ids=[1, 2], cumulative_logprob=None,
+                                         logprobs=None, finish_reason="stop") for i in range(p.n)]  # fmt: skip
+                outs.append(
+                    RequestOutput(f"r{k}", "p", [9] * (k + 3), None, done, finished=True, num_cached_tokens=0)
+                )
+            return outs
+
+    seen = []
+    backend = VLLMBackend.__new__(VLLMBackend)
+    backend._llm, backend._adapters, backend._next_id = Engine(), {}, 1
+    backend.model_id, backend.usage_sink = "m", seen.append
+    backend.load_adapter("scientist", adapter_folder(tmp_path, "1"))
+    requests = [
+        Request("Verdict?", n=2, sampling=Sampling(max_tokens=30, seed=4), schema=Verdict, purpose="judge"),
+        Request("Say more.", sampling=Sampling(temperature=0, max_tokens=8), purpose="free"),
+        Request("Verdict again?", schema=Verdict, adapter="scientist", purpose="ttt"),
+    ]
+    out = backend.generate_each(requests)
+    assert len(calls) == 2  # the base model's two requests in one call, the adapter's in another
+    chats, params, lora = calls[0]
+    assert [c[0]["content"] for c in chats] == ["Verdict?", "Say more."] and lora is None
+    assert all(isinstance(p, SamplingParams) for p in params)
+    assert (params[0].n, params[0].seed, params[0].max_tokens) == (2, 4, 30)
+    assert params[0].structured_outputs is not None and params[1].structured_outputs is None
+    assert params[1].temperature == 0 and calls[1][2] is backend._lora("scientist")
+    assert [len(c) for c in out] == [2, 1, 1]
+    assert out[0][0].parsed == Verdict(label="support", confidence=0.5) and out[1][0].text == "free text"
+    assert [u.purpose for u in seen] == ["judge", "free", "ttt"] and seen[2].adapter == "scientist"
+    assert [u.prompt_tokens for u in seen] == [3, 4, 3]
 
 
 @pytest.mark.gpu

@@ -13,73 +13,52 @@ remembered too, and the samples are then drawn by separate calls (seed + i).
 Connection errors, 429 and 5xx are retried with exponential backoff; a server that stays down raises
 `BackendError` saying how to start it.
 
-Deliberately not done: streaming, tool calls, per-completion token counts for n > 1 (the API reports
+Several requests, each with its own schema and sampling, go out at once through `generate_each` (a
+server that batches, as vLLM does, then decodes them together). Deliberately not done: streaming, tool calls, per-completion token counts for n > 1 (the API reports
 one total, which is split by text length), and grammar-masked logprobs from servers other than
 `arts serve` (vLLM's prompt logprobs are unmasked, so `logprobs(schema=...)` refuses there).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import openai
 from pydantic import BaseModel
 
+from arts.policy.backends.chat_format import (
+    as_messages,
+    finish,
+    json_schema_format,
+    prompt_batch,
+    request_kwargs,
+    schema_prompt,
+)
 from arts.policy.backends.registry import BACKENDS
-from arts.policy.base import BackendError, Completion, Message, Pricing, Prompt, Sampling, Usage, UsageSink
-from arts.policy.parsing import parse_json_object, schema_key
+from arts.policy.base import (
+    BackendError,
+    Completion,
+    Message,
+    Pricing,
+    Prompt,
+    Request,
+    Sampling,
+    Usage,
+    UsageSink,
+)
+from arts.policy.parsing import schema_key
 
 log = logging.getLogger(__name__)
 
 _RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
 _REJECTED = (openai.BadRequestError, openai.UnprocessableEntityError)
-
-
-def as_messages(prompt: Prompt) -> list[Message]:
-    """A bare string becomes one user message; a message list is taken as it is."""
-    return [{"role": "user", "content": prompt}] if isinstance(prompt, str) else list(prompt)
-
-
-def prompt_batch(prompts: Prompt | list[Prompt]) -> list[list[Message]]:
-    """One prompt (a string, or a list of message dicts) or a list of prompts → a list of chats."""
-    if isinstance(prompts, str) or (prompts and isinstance(prompts[0], dict)):
-        return [as_messages(prompts)]  # type: ignore[arg-type]
-    return [as_messages(p) for p in prompts]  # type: ignore[union-attr]
-
-
-def json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
-    """The OpenAI `response_format` for a pydantic model (strict JSON-schema mode)."""
-    return {
-        "type": "json_schema",
-        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": True},
-    }
-
-
-def request_kwargs(model: str, messages: list[Message], n: int, sampling: Sampling) -> dict[str, Any]:
-    """Chat-completions arguments; unset options are left out rather than sent as null."""
-    kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": sampling.temperature}
-    kwargs |= {"top_p": sampling.top_p, "max_tokens": sampling.max_tokens}
-    if sampling.stop:
-        kwargs["stop"] = list(sampling.stop)
-    if sampling.seed is not None:
-        kwargs["seed"] = sampling.seed
-    if n > 1:
-        kwargs["n"] = n
-    return kwargs
-
-
-def finish(completion: Completion, schema: type[BaseModel] | None) -> Completion:
-    """Fill `parsed`/`error` from the text when a schema was asked for."""
-    if schema is not None:
-        completion.parsed, completion.error = parse_json_object(completion.text, schema)
-    return completion
 
 
 @BACKENDS.register("openai")
@@ -119,6 +98,8 @@ class OpenAIBackend:
         """False once the server returned fewer than `n` choices; samples then come one call each."""
         self._tokenize_supported = True
         self._arts: bool | None = None
+        self.parallel = 8
+        """At most this many requests in flight at once (`generate_each`)."""
 
     # ---- generation -------------------------------------------------------------------------------
 
@@ -134,28 +115,63 @@ class OpenAIBackend:
         sampling = sampling or Sampling()
         usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose, adapter=adapter)
         start = time.perf_counter()
-        out = []
-        for messages in prompt_batch(prompts):
-            comps = self._sample(messages, n, sampling, schema, adapter or self.model_id, usage)
-            out.append([finish(c, schema) for c in comps])
-            for r in range(self.schema_retries if schema else 0):
-                bad = [i for i, c in enumerate(out[-1]) if not c.ok]
-                if not bad:
-                    break
-                # A shifted seed: the same seed would only reproduce the same unparsable answer.
-                seed = None if sampling.seed is None else sampling.seed + n * (r + 1)
-                again_sampling = sampling.model_copy(update={"seed": seed})
-                again = self._sample(
-                    messages, len(bad), again_sampling, schema, adapter or self.model_id, usage
-                )
-                for i, c in zip(bad, again, strict=True):
-                    out[-1][i] = finish(c, schema)
+        out = [self._answers(m, n, sampling, schema, adapter, usage) for m in prompt_batch(prompts)]
         usage.wall_s = time.perf_counter() - start
+        self._spent(usage)
+        return out
+
+    def generate_each(self, requests: list[Request]) -> list[list[Completion]]:
+        """Each request's completions, the requests sent at once (a thread each, up to `parallel`), so
+        that a server that batches (vLLM) decodes them together; usage is reported here, request by
+        request, once all have returned."""
+
+        def one(r: Request) -> tuple[list[Completion], Usage]:
+            usage = Usage(
+                backend=self.name, model=r.adapter or self.model_id, purpose=r.purpose, adapter=r.adapter
+            )
+            start = time.perf_counter()
+            messages = prompt_batch(r.prompt)[0]
+            comps = self._answers(messages, r.n, r.sampling or Sampling(), r.schema, r.adapter, usage)
+            usage.wall_s = time.perf_counter() - start
+            return comps, usage
+
+        with ThreadPoolExecutor(max_workers=max(min(len(requests), self.parallel), 1)) as pool:
+            done = list(pool.map(one, requests))
+        for _, usage in done:
+            self._spent(usage)
+        return [comps for comps, _ in done]
+
+    def _answers(
+        self,
+        messages: list[Message],
+        n: int,
+        sampling: Sampling,
+        schema: type[BaseModel] | None,
+        adapter: str | None,
+        usage: Usage,
+    ) -> list[Completion]:
+        """n checked completions of one chat, unparsable ones asked for again (`schema_retries`)."""
+        comps = [
+            finish(c, schema)
+            for c in self._sample(messages, n, sampling, schema, adapter or self.model_id, usage)
+        ]
+        for r in range(self.schema_retries if schema else 0):
+            bad = [i for i, c in enumerate(comps) if not c.ok]
+            if not bad:
+                break
+            # A shifted seed: the same seed would only reproduce the same unparsable answer.
+            seed = None if sampling.seed is None else sampling.seed + n * (r + 1)
+            again_sampling = sampling.model_copy(update={"seed": seed})
+            again = self._sample(messages, len(bad), again_sampling, schema, adapter or self.model_id, usage)
+            for i, c in zip(bad, again, strict=True):
+                comps[i] = finish(c, schema)
+        return comps
+
+    def _spent(self, usage: Usage) -> None:
         if self.pricing is not None:
             self.cost_usd += self.pricing.cost(usage)
         if self.usage_sink is not None:
             self.usage_sink(usage)
-        return out
 
     def _sample(
         self,
@@ -375,16 +391,3 @@ class OpenAIBackend:
             models = self._checked(lambda: self._call(self._client.models.list), self.model_id)
             self._arts = any(getattr(m, "owned_by", "") == "arts" for m in models.data)
         return self._arts
-
-
-def schema_prompt(messages: list[Message], schema: type[BaseModel]) -> list[Message]:
-    """The chat with the schema appended to its last user turn, for servers without `response_format`.
-    (Appended, not a new message: many chat templates insist on alternating roles, system first.)"""
-    spec = json.dumps(schema.model_json_schema())
-    note = f"\n\nAnswer with one JSON object, nothing else, matching this JSON schema:\n{spec}"
-    out = [dict(m) for m in messages]
-    if out and out[-1].get("role") == "user":
-        out[-1]["content"] = f"{out[-1]['content']}{note}"
-    else:
-        out.append({"role": "user", "content": note.strip()})
-    return out

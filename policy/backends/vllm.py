@@ -34,9 +34,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from arts.policy.backends.openai import as_messages, prompt_batch
+from arts.policy.backends.chat_format import as_messages, prompt_batch
 from arts.policy.backends.registry import BACKENDS
-from arts.policy.base import BackendError, Completion, Prompt, Sampling, Usage, UsageSink
+from arts.policy.base import BackendError, Completion, Prompt, Request, Sampling, Usage, UsageSink
 from arts.policy.parsing import validate_json
 
 INSTALL_HINT = (
@@ -188,19 +188,49 @@ class VLLMBackend:
         )
         wall_s = time.perf_counter() - start
         result = [to_completions(o, schema, wall_s) for o in outputs]
-        if self.usage_sink is not None:
-            usage = Usage(
-                backend=self.name,
-                model=adapter or self.model_id,
-                wall_s=wall_s,
-                purpose=purpose,
-                adapter=adapter,
-            )
-            usage.prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outputs)
-            usage.cached_tokens = sum(o.num_cached_tokens or 0 for o in outputs)
-            usage.completion_tokens = sum(c.completion_tokens for comps in result for c in comps)
-            self.usage_sink(usage)
+        self._report(outputs, result, wall_s, adapter, purpose)
         return result
+
+    def generate_each(self, requests: list[Request]) -> list[list[Completion]]:
+        """Each request's completions; the requests of one adapter go to the engine as one `chat` call
+        with a `SamplingParams` each (its own schema, n, seed), which vLLM schedules as one batch."""
+        out: list[list[Completion]] = [[] for _ in requests]
+        for adapter in dict.fromkeys(r.adapter for r in requests):
+            mine = [i for i, r in enumerate(requests) if r.adapter == adapter]
+            params = [
+                sampling_params(requests[i].sampling or Sampling(), requests[i].n, requests[i].schema)
+                for i in mine
+            ]
+            start = time.perf_counter()
+            outputs = self._llm.chat(
+                [as_messages(requests[i].prompt) for i in mine],
+                params,
+                use_tqdm=False,
+                lora_request=self._lora(adapter),
+            )
+            wall_s = time.perf_counter() - start
+            for i, o in zip(mine, outputs, strict=True):
+                out[i] = to_completions(o, requests[i].schema, wall_s)
+                self._report([o], [out[i]], wall_s / len(mine), adapter, requests[i].purpose)
+        return out
+
+    def _report(
+        self,
+        outputs: list[Any],
+        result: list[list[Completion]],
+        wall_s: float,
+        adapter: str | None,
+        purpose: str,
+    ) -> None:
+        if self.usage_sink is None:
+            return
+        usage = Usage(
+            backend=self.name, model=adapter or self.model_id, wall_s=wall_s, purpose=purpose, adapter=adapter
+        )
+        usage.prompt_tokens = sum(len(o.prompt_token_ids or []) for o in outputs)
+        usage.cached_tokens = sum(o.num_cached_tokens or 0 for o in outputs)
+        usage.completion_tokens = sum(c.completion_tokens for comps in result for c in comps)
+        self.usage_sink(usage)
 
     def logprobs(
         self,
