@@ -14,7 +14,6 @@ any generated code.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -23,20 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
-from arts.policy.calls import call_sites, keyword_menus
 from arts.policy.edits import (
     EditError,
     apply_edit,
-    constant_menus,
     edit_schema,
     program_key,
-    return_menus,
     unwrap,
 )
 from arts.policy.executor_prompt import action_prompt, one_line, window
 from arts.policy.scientist import directed_target
-from arts.policy.swaps import swap_menus, swap_sites
-from arts.policy.targets import Targets, list_targets
+from arts.policy.step_menus import direction, mentioned, step_menus
 from arts.tasks.base import EvalResult
 
 EditOp = Literal[
@@ -132,51 +127,10 @@ class ExecutorResult(BaseModel):
         return sum(1 for step in self.transcript if step.get("applied"))
 
 
-def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
-    """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
-    gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
-    move = directed_target(hypothesis)
-    if move is None or move[0] not in ("increase", "decrease") or move[1] not in constant_menus(files):
-        return {}
-    return {move[1]: 1 if move[0] == "increase" else -1}
-
-
-def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
-    """Constants, functions, calls (with keywords or siblings) and keyword arguments of `files` that the
-    hypothesis names (whole words, any case)."""
-    names = {n for p, t in files.items() if p.endswith(".py") for n in _names(t)}
-    # `POINTS` is not named by `POINTS#2`, one of its numbers
-    return {n for n in names if re.search(rf"\b{re.escape(n)}\b(?!#\d)", hypothesis, re.IGNORECASE)}
-
-
-def _names(text: str) -> list[str]:
-    targets: Targets = list_targets(text)
-    sites = call_sites(text)
-    return [
-        *targets.constants,
-        *targets.functions,
-        *(s.name for s in sites),
-        *(k for s in sites for k in s.menus),
-        *(s.name for s in swap_sites(text)),
-    ]
-
-
 def _ops_of(schema: type[BaseModel]) -> list[str]:
     js = schema.model_json_schema()
     defs = list(js.get("$defs", {}).values()) or [js]
     return [d["properties"]["op"]["const"] for d in defs if "op" in d.get("properties", {})]
-
-
-def _fresh(
-    current: dict[str, str], known: Callable[[dict[str, str]], str | None] | None, seen: dict[str, str]
-) -> Callable[[dict[str, str]], bool]:
-    """Whether an edit of `current` gives a program not yet evaluated (in this run or the search)."""
-
-    def fresh(edited: dict[str, str]) -> bool:
-        program = {**current, **edited}
-        return program_key(program) not in seen and not (known and known(program))
-
-    return fresh
 
 
 def feedback(result: EvalResult, limit: int) -> str:
@@ -205,10 +159,13 @@ class Executor:
         instructions: str = "",
         known: Callable[[dict[str, str]], str | None] | None = None,
         tried: str = "",
+        share: tuple[int, int] | None = None,
     ) -> ExecutorResult:
         """Edit `files` until `validate` says valid, or `max_actions` model calls or `max_evals`
         evaluations are spent. `known(files)` names an earlier evaluation of exactly these files (such an
-        edit is rejected before an evaluation is spent); `tried` lists earlier edits and their scores."""
+        edit is rejected before an evaluation is spent); `tried` lists earlier edits and their scores;
+        `share` = (i, k): this is the i-th of k executors running the same hypothesis at once, and each
+        menu offers its i-th share (`policy.step_menus`)."""
         cfg, out = self.config, ExecutorResult(files=dict(files))
         focus, last_error, current, evals = editable[0], "", dict(files), 0
         seen: dict[str, str] = {}  # programs evaluated during this run -> what they gave
@@ -221,12 +178,8 @@ class Executor:
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
-            menus = self._menus(work, current, known, seen, sides) if cfg.value_menu else None
-            keywords = keyword_menus(work, _fresh(current, known, seen)) if "set_keyword" in cfg.ops else {}
-            swaps = swap_menus(work, _fresh(current, known, seen)) if "swap_call" in cfg.ops else {}
-            rewrites = None
-            if cfg.value_menu and "set_return" in cfg.ops:
-                rewrites = return_menus(work, _fresh(current, known, seen))
+            m = step_menus(work, current, known, seen, sides, cfg.ops, cfg.value_menu, share)
+            menus, keywords, swaps, rewrites = m.constants, m.keywords, m.swaps, m.rewrites
             if step < cfg.narrow_actions and move and move[0] == "swap" and swaps.get(move[1]):
                 keywords = {}  # `swap c`: not a keyword of c, which the same narrowing would offer
             if menus is not None and any(not menus.get(name) for name in sides):
@@ -279,19 +232,6 @@ class Executor:
         if out.result is None or not out.result.valid:
             out.reason = f"no valid result after {out.actions} actions; last error: {last_error or 'none'}"
         return out
-
-    @staticmethod
-    def _menus(
-        work: dict[str, str],
-        current: dict[str, str],
-        known: Callable[[dict[str, str]], str | None] | None,
-        seen: dict[str, str],
-        sides: dict[str, int] | None = None,
-    ) -> dict[str, list]:
-        """Each numeric constant's value menu, less the values whose program already ran (here or in
-        the search): a small model otherwise repeats a rejected value until its actions run out. `sides`
-        (from a directed hypothesis) keeps only the values on the hypothesis's side of the current one."""
-        return constant_menus(work, _fresh(current, known, seen), sides)
 
     def _schema(
         self,

@@ -200,9 +200,15 @@ class Lab:
         )
 
     def finish(
-        self, node: Node, parent: Node, rollout: Rollout | None = None, edit: Edit | None = None
+        self,
+        node: Node,
+        parent: Node,
+        rollout: Rollout | None = None,
+        edit: Edit | None = None,
+        share: tuple[int, int] | None = None,
     ) -> Node:
-        """Run a pending node's experiment and commit its outcome (see `expand`)."""
+        """Run a pending node's experiment and commit its outcome (see `expand`); `share`: the executor's
+        share of the menus among those running the same hypothesis at once (`policy.step_menus`)."""
         workdir = self.node_dir(node.id)
         t0 = time.time()
         try:
@@ -215,7 +221,7 @@ class Lab:
                 )
                 self.findings[node.id] = found
             else:
-                node = self._execute(node, parent, workdir)
+                node = self._execute(node, parent, workdir, share)
         except BudgetSpent:
             node.status, node.reason = "invalid", "evaluation budget spent before a valid result"
         node.exec_s = max(time.time() - t0 - node.eval_s, 0.0)
@@ -236,7 +242,7 @@ class Lab:
         )
         return node
 
-    def _execute(self, node: Node, parent: Node, workdir: Path) -> Node:
+    def _execute(self, node: Node, parent: Node, workdir: Path, share: tuple[int, int] | None = None) -> Node:
         names = mentioned(node.hypothesis, {p: parent.files.get(p, "") for p in self.task.config.editable})
         result = self.agents.executor.run(
             node.hypothesis,
@@ -247,6 +253,7 @@ class Lab:
             instructions=node.instructions,
             known=self.known_programs(),
             tried=tried_edits(self.state, names, self.task.normalise),
+            share=share,
         )
         node.files, node.transcript = result.files, result.transcript
         node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens

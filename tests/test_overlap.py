@@ -196,3 +196,42 @@ def test_workers_1_runs_the_experiments_one_after_another(tmp_path, monkeypatch)
     argv = ["search", str(task), "--run-dir", str(tmp_path / "run"), "--group", "3", "--budget.evals", "6"]
     assert main([*argv, "--workers", "1"]) == 0
     assert backend.batch_sizes == []  # no batch: every call went through `generate`
+
+
+def test_executors_of_one_move_on_one_parent_answer_from_disjoint_shares(tmp_path, monkeypatch):
+    """Drawn `increase X` twice on the seed (and a third move), run at once by executors that all take
+    the first menu entry: each `increase X` sees its own share of X's menu, so their first answers
+    differ and none is refused as already being evaluated."""
+    backend = BatchingRules()
+    backend.rng.choice = lambda seq: seq[0]  # every answer: the first entry offered
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    task = make_task(tmp_path / "task")
+    run = tmp_path / "run"
+    argv = ["search", str(task), "--run-dir", str(run), "--group", "3", "--budget.evals", "3", "--workers", "3",
+            "--without", "attribution", "--without", "comparison"]  # fmt: skip
+    assert main(argv) == 0
+    with Store.open(run, create=False) as store:
+        state = store.load_state()
+    increases = [n for n in state.nodes.values() if n.hypothesis.startswith("increase X")]
+    values = [n.transcript[0]["action"]["value"] for n in increases]
+    assert len(values) >= 2 and len(set(values)) == len(values)
+    assert all(len(n.transcript) == 1 for n in increases)  # no answer refused, none asked again
+    events = [e.payload for e in state.events.values() if e.kind == "overlap"]
+    assert events[0]["batches"][0] == 3
+
+
+def test_a_share_is_every_kth_entry_and_never_empty():
+    from arts.policy.step_menus import step_menus
+
+    files = {"s.py": "X = 1.0\n"}
+    parts = [
+        step_menus(files, files, None, {}, {}, ["set_constant"], True, (i, 3)).constants["X"]
+        for i in range(3)
+    ]
+    whole = step_menus(files, files, None, {}, {}, ["set_constant"], True).constants["X"]
+    assert sorted(v for p in parts for v in p) == sorted(whole) and all(parts)
+    assert not set(parts[0]) & set(parts[1])
+    one = step_menus(files, files, None, {}, {"X": 1}, ["set_constant"], True, (5, 6)).constants["X"]
+    assert (
+        one == step_menus(files, files, None, {}, {"X": 1}, ["set_constant"], True).constants["X"]
+    )  # empty share: all

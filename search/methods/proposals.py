@@ -203,7 +203,11 @@ def run_group(
         nodes.append(after(run, node, h))
     if waiting:
         run.phase(f"execute {len(waiting)} at once")
-        jobs = [lambda w=w: run.lab.finish(w[0], w[1], w[2]) for w in waiting]
+        same = [
+            (directed_target(w[0].hypothesis) or w[0].hypothesis, w[1].id) for w in waiting
+        ]  # one move, one parent
+        shares = [(same[:i].count(key), same.count(key)) for i, key in enumerate(same)]
+        jobs = [lambda w=w, s=s: run.lab.finish(w[0], w[1], w[2], share=s) for w, s in zip(waiting, shares)]
         done = at_once(run, workers, jobs)
         nodes += [after(run, node, w[3]) for node, w in zip(done, waiting, strict=True)]
     return nodes

@@ -1,0 +1,113 @@
+"""What one executor step may answer: the menus of the step, and the names a hypothesis targets.
+
+Each step recomputes the menus of the program as it is now (`policy.edits`, `policy.calls`,
+`policy.swaps`), less the programs already evaluated in this run or the search (`fresh`): a small
+model otherwise repeats a rejected value until its actions run out. A directed hypothesis keeps only
+the values on its side of a constant (`direction`). Executors running the same hypothesis on the same
+program at once (a round's experiments run together, `search.overlap`) would all see the same menus and
+answer alike, each answer but one then refused as already being evaluated; with `share` = (i, k) the
+i-th of them sees every k-th entry of each menu from the i-th on (the whole menu where its share is
+empty), so their first answers differ.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from arts.policy.calls import call_sites, keyword_menus
+from arts.policy.edits import constant_menus, program_key, return_menus
+from arts.policy.scientist import directed_target
+from arts.policy.swaps import swap_menus, swap_sites
+from arts.policy.targets import Targets, list_targets
+
+
+@dataclass
+class StepMenus:
+    constants: dict[str, list] | None
+    """Each numeric constant's value menu (None without value menus)."""
+    keywords: dict[str, dict[str, list[str]]]
+    swaps: dict[str, list[str]]
+    rewrites: dict[str, list[str]] | None
+    """Each settable return's menu of expressions (None without value menus)."""
+
+
+def step_menus(
+    work: dict[str, str],
+    current: dict[str, str],
+    known: Callable[[dict[str, str]], str | None] | None,
+    seen: dict[str, str],
+    sides: dict[str, int],
+    ops: list[str],
+    value_menu: bool,
+    share: tuple[int, int] | None = None,
+) -> StepMenus:
+    """The menus of one step over the editable files `work` of the program `current` (see the module
+    docstring)."""
+    fresh = _fresh(current, known, seen)
+    menus = StepMenus(
+        constants=constant_menus(work, fresh, sides) if value_menu else None,
+        keywords=keyword_menus(work, fresh) if "set_keyword" in ops else {},
+        swaps=swap_menus(work, fresh) if "swap_call" in ops else {},
+        rewrites=return_menus(work, fresh) if value_menu and "set_return" in ops else None,
+    )
+    if share is None or share[1] <= 1:
+        return menus
+    part = _part(share)
+    return StepMenus(
+        constants=None if menus.constants is None else {k: part(v) for k, v in menus.constants.items()},
+        keywords={c: {k: part(v) for k, v in kws.items()} for c, kws in menus.keywords.items()},
+        swaps={c: part(v) for c, v in menus.swaps.items()},
+        rewrites=None if menus.rewrites is None else {k: part(v) for k, v in menus.rewrites.items()},
+    )
+
+
+def _part(share: tuple[int, int]) -> Callable[[list], list]:
+    i, k = share
+
+    def part(menu: list) -> list:
+        return menu[i % k :: k] or menu
+
+    return part
+
+
+def _fresh(
+    current: dict[str, str], known: Callable[[dict[str, str]], str | None] | None, seen: dict[str, str]
+) -> Callable[[dict[str, str]], bool]:
+    """Whether an edit of `current` gives a program not yet evaluated (in this run or the search)."""
+
+    def fresh(edited: dict[str, str]) -> bool:
+        program = {**current, **edited}
+        return program_key(program) not in seen and not (known and known(program))
+
+    return fresh
+
+
+def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
+    """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
+    gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
+    move = directed_target(hypothesis)
+    if move is None or move[0] not in ("increase", "decrease") or move[1] not in constant_menus(files):
+        return {}
+    return {move[1]: 1 if move[0] == "increase" else -1}
+
+
+def mentioned(hypothesis: str, files: dict[str, str]) -> set[str]:
+    """Constants, functions, calls (with keywords or siblings) and keyword arguments of `files` that the
+    hypothesis names (whole words, any case)."""
+    names = {n for p, t in files.items() if p.endswith(".py") for n in _names(t)}
+    # `POINTS` is not named by `POINTS#2`, one of its numbers
+    return {n for n in names if re.search(rf"\b{re.escape(n)}\b(?!#\d)", hypothesis, re.IGNORECASE)}
+
+
+def _names(text: str) -> list[str]:
+    targets: Targets = list_targets(text)
+    sites = call_sites(text)
+    return [
+        *targets.constants,
+        *targets.functions,
+        *(s.name for s in sites),
+        *(k for s in sites for k in s.menus),
+        *(s.name for s in swap_sites(text)),
+    ]
