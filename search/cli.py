@@ -50,6 +50,7 @@ ALIASES = {
     "executor_backend": "executor_model.backend", "executor_base_url": "executor_model.base_url",
     "ttt": "ttt.enabled", "update_every": "ttt.grpo.update_every", "lora_rank": "ttt.grpo.lora_rank",
     "lr": "ttt.grpo.lr", "profile": "profile", "adapter": "scientist.adapter",
+    "evaluate_on": "evaluate_on", "ray_address": "ray_address",
 }  # fmt: skip
 """The `search` sub-command's short flags (argparse dest) and the config field path each one sets."""
 
@@ -258,6 +259,15 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--profile", choices=["auto", "small", "capable"], help="defaults for the model's size")
     se.add_argument("--adapter", help="a peft adapter folder the scientist starts from (a warm start)")
     se.add_argument("--run-dir", help="where the run goes (default runs/<task>-<method>-<time>)")
+    se.add_argument(
+        "--executor",
+        dest="evaluate_on",
+        choices=["local", "ray"],
+        help="where evaluations run (ray: a cluster)",
+    )
+    se.add_argument(
+        "--ray-address", help="with --executor ray: the cluster to join (default: start a local one)"
+    )
     se.add_argument("--ttt", action="store_true", default=None, help="test-time training (LoRA GRPO)")
     se.add_argument("--update-every", type=int, metavar="M", help="TTT: rounds between GRPO updates")
     se.add_argument("--lora-rank", type=int, metavar="R", help="TTT: LoRA rank")

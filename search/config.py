@@ -116,6 +116,11 @@ class SearchConfig(BaseModel):
     """N: actions drawn from one proposal per round (the GRPO group)."""
     seed: int = 0
     """The run's one seed: the sampler's, and every model call's (derived in `search.seeds`)."""
+    evaluate_on: Literal["local", "ray"] = "local"
+    """Where evaluations run: in this machine's sandbox, or as Ray tasks on a cluster (`search.remote`;
+    the task and run folders on a filesystem every node shares)."""
+    ray_address: str | None = None
+    """The Ray cluster to join (`auto`, `ray://HOST:10001`); None starts a local one on this machine."""
     workers: int | None = Field(None, ge=1)
     """Experiments of a round run at once, their model calls decoded as one batch and their evaluations
     on this many workers (`search.overlap`); 1: one after another. Default: the cores available, where

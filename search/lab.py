@@ -22,6 +22,7 @@ from arts.search.investigation.reports import memory_entry
 from arts.search.ledger import Ledger
 from arts.search.meter import BudgetSpent, Meter
 from arts.search.overlap import Overlap
+from arts.search.remote import interrupted
 from arts.search.render import tried_edits
 from arts.search.seeds import Seeds
 from arts.search.state import Node, Rollout
@@ -64,6 +65,12 @@ class Lab:
         """Program key -> the node folder evaluating it now (another experiment of the round must not)."""
         self.overlap: Overlap | None = None
         """While a round's experiments run at once (`search.overlap`): evaluations go through it."""
+        self.evaluator: Callable[[Task, dict[str, str], Path], EvalResult] = run_evaluation
+        """What runs one evaluation: the sandbox here, or a Ray task (`search.remote.RayEvaluations`)."""
+        self.evaluate_on = "local"
+        """Where `evaluator` runs evaluations (`SearchConfig.evaluate_on`), recorded with each one."""
+        self._interrupted: set[str] = set()
+        """Program keys whose evaluation was cut off from outside: they may be evaluated again."""
 
     @property
     def state(self):
@@ -87,14 +94,27 @@ class Lab:
         self._in_flight[key] = workdir.name
         try:
             if self.overlap is not None:
-                res = self.overlap.evaluate(lambda: run_evaluation(self.task, files, workdir))
+                res = self.overlap.evaluate(lambda: self.evaluator(self.task, files, workdir))
             else:
-                res = run_evaluation(self.task, files, workdir)
+                res = self.evaluator(self.task, files, workdir)
         finally:
             self._in_flight.pop(key, None)
+        if interrupted(res):  # not the program's doing: not charged, and it may run again
+            self.meter.refund_eval()
+            self._interrupted.add(key)
+            self.ledger.event(
+                "eval", valid=False, reason=res.reason[:200], interrupted=True, on=self.evaluate_on
+            )
+            return res
+        self._interrupted.discard(key)
         self.meter.eval_done(res.wall_s)
         self.ledger.event(
-            "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200]
+            "eval",
+            valid=res.valid,
+            score=res.score,
+            wall_s=res.wall_s,
+            reason=res.reason[:200],
+            on=self.evaluate_on,
         )
         write_output(workdir, res)
         return res
@@ -296,6 +316,8 @@ class Lab:
         index: dict[str, Node] = {}
         for nid, key in self._program_keys.items():
             n = self.state.nodes[nid]
+            if n.status == "invalid" and key in self._interrupted:
+                continue  # its evaluation was cut off: no result to refuse a rerun with
             if key and (key not in index or n.status != "invalid"):
                 index[key] = n
         return index

@@ -63,7 +63,7 @@ class Meter:
                 self.tokens["prompt"] += e.payload.get("prompt_tokens", 0)
                 self.tokens["completion"] += e.payload.get("completion_tokens", 0)
                 self.dollars += e.payload.get("dollars", 0.0)
-            elif e.kind == "eval":
+            elif e.kind == "eval" and not e.payload.get("interrupted"):
                 self.evals += 1
         self.timing = {"scientist_s": 0.0, "executor_s": 0.0, "eval_s": 0.0}
         self.halted: str | None = None
@@ -82,6 +82,10 @@ class Meter:
         if self.evals >= self.budget.evals:
             raise BudgetSpent
         self.evals += 1
+
+    def refund_eval(self) -> None:
+        """Give back an evaluation claimed by `take_eval` that was cut off from outside the program."""
+        self.evals = max(self.evals - 1, 0)
 
     def eval_done(self, wall_s: float) -> None:
         self.timing["eval_s"] += wall_s

@@ -88,6 +88,10 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
         agents.use_adapter(WARM)
     seeds = Seeds(cfg.seed)
     lab = Lab(task, ledger, meter, agents, seeds, cfg.components.memory, log)
+    if cfg.evaluate_on == "ray":
+        from arts.search.remote import RayEvaluations
+
+        lab.evaluator, lab.evaluate_on = RayEvaluations(cfg.ray_address), "ray"
     run = Run(cfg, task, ledger, meter, lab, agents, log)
     if cfg.ttt.enabled:
         run.learning = start_learning(cfg, run, scientist)

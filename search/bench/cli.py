@@ -73,6 +73,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="a config field for every run, e.g. group=4"
     )
+    p.add_argument("--ray", action="store_true", help="run each search as a Ray task (a cluster; see README)")
+    p.add_argument("--ray-address", help="with --ray: the cluster to join (default: start a local one)")
+    p.add_argument(
+        "--ray-cpus", type=int, default=1, help="with --ray: CPUs each search declares (default 1)"
+    )
+    p.add_argument(
+        "--ray-gpus", type=float, default=0.0, help="with --ray: GPUs (a share) each search declares"
+    )
     p.set_defaults(fn=cmd_bench)
     return p
 
@@ -90,6 +98,10 @@ def config_from(args: argparse.Namespace):
         jobs=args.jobs,
         model=args.model,
         overrides=_overrides(args.set),
+        ray=args.ray,
+        ray_address=args.ray_address,
+        ray_cpus=args.ray_cpus,
+        ray_gpus=args.ray_gpus,
     )
 
 

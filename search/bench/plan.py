@@ -55,6 +55,14 @@ class BenchConfig(BaseModel):
     """Config fields set for every run (`--set path=value`), applied before the bench's own fields."""
     bootstrap_resamples: int = Field(2000, ge=100)
     """Resamples of each bootstrap confidence interval."""
+    ray: bool = False
+    """Run each search as a Ray task (`search.remote`), `jobs` at a time, instead of a local process."""
+    ray_address: str | None = None
+    """The Ray cluster to join (`auto`, `ray://HOST:10001`); None starts a local one."""
+    ray_cpus: int = Field(1, ge=1)
+    """CPUs each search declares to Ray (its torch threads)."""
+    ray_gpus: float = Field(0.0, ge=0.0)
+    """GPUs (or a share of one) each search declares to Ray."""
 
     @field_validator("methods", "tasks")
     @classmethod

@@ -7,8 +7,10 @@ moment loses at most the experiments in flight. The tables and the report are re
 run the same jobs twice, so the bench holds an exclusive lock on `DIR/bench.lock`; and the settings that
 make runs comparable (budget, model, overrides) are kept in `DIR/bench.json` and must match on resume.
 
-Not done here: scheduling across machines (one machine, a local pool), or retrying a failed run within
-one invocation (the next invocation retries it, since it has no summary).
+With `ray` (`arts bench --ray`) each job runs as a Ray task instead (`search.remote.RayJob`): Ray places
+it on a node with the CPUs (and GPU share) it declares, so a bench spreads over a cluster; the folder
+must be one the nodes share. Not done here: retrying a failed run within one invocation (the next
+invocation retries it, since it has no summary).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, fo
 from arts.search.bench.results import RunResult, read_run
 from arts.search.bench.tables import RUNS, kept_results
 from arts.search.bench.worker import PARENT_VAR
+from arts.search.remote import RayJob, connect
 
 COMPARABLE = ("evals", "model", "overrides")
 """Settings every run of one bench folder must share."""
@@ -35,7 +38,7 @@ COMPARABLE = ("evals", "model", "overrides")
 @dataclass
 class Running:
     job: Job
-    proc: subprocess.Popen
+    proc: subprocess.Popen | RayJob
     started: float
 
 
@@ -96,18 +99,23 @@ def _done_line(job: Job, rc: int, seconds: float) -> str:
 
 
 def run_jobs(
-    jobs: list[Job], parallel: int, log: Callable[[str], None], on_done: Callable[[], None] = lambda: None
+    jobs: list[Job],
+    parallel: int,
+    log: Callable[[str], None],
+    on_done: Callable[[], None] = lambda: None,
+    launch: Callable[[Job, int], subprocess.Popen | RayJob] | None = None,
 ) -> dict[tuple, str]:
     """Run the jobs, `parallel` at a time, calling `on_done` after each; returns the failures: job key ->
-    the tail of its log."""
+    the tail of its log. `launch(job, threads)` starts one (default: a worker process here)."""
     threads = max(1, (os.cpu_count() or 1) // parallel)
+    launch = launch or _launch
     queue, running, failed = list(jobs), [], {}
     done = 0
     try:
         while queue or running:
             while queue and len(running) < parallel:
                 job = queue.pop(0)
-                running.append(Running(job, _launch(job, threads), time.time()))
+                running.append(Running(job, launch(job, threads), time.time()))
             time.sleep(0.2)
             for r in [r for r in running if r.proc.poll() is not None]:
                 running.remove(r)
@@ -126,6 +134,17 @@ def run_jobs(
             except subprocess.TimeoutExpired:
                 r.proc.kill()
     return failed
+
+
+def ray_launcher(cfg: BenchConfig) -> Callable[[Job, int], RayJob]:
+    """Jobs as Ray tasks on the cluster at `cfg.ray_address` (a local one when None), each declaring
+    `ray_cpus` CPUs and `ray_gpus` GPUs."""
+    ray = connect(cfg.ray_address)
+
+    def launch(job: Job, threads: int) -> RayJob:
+        return RayJob(ray, job.run_dir, job.run_dir / LOG_FILE, cfg.ray_cpus, cfg.ray_gpus)
+
+    return launch
 
 
 def results_of(
@@ -174,7 +193,7 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print, run: bool = 
             done = results_of(jobs, table, tasks, None)
             write_report(cfg, tasks, done, lambda line: None, pending=len(jobs) - len(done))
 
-        failed = run_jobs(todo, cfg.jobs, log, on_done=interim)
+        failed = run_jobs(todo, cfg.jobs, log, on_done=interim, launch=ray_launcher(cfg) if cfg.ray else None)
         final = results_of(jobs, table, tasks, failed)
         write_report(cfg, tasks, final, log)
         return final

@@ -231,6 +231,10 @@ def run_workers(run: Run) -> int:
         return 1
     if run.cfg.workers is not None:
         return run.cfg.workers
+    if run.cfg.evaluate_on == "ray":  # the cluster's cores
+        from arts.search.remote import ray_module
+
+        return max(int(ray_module().cluster_resources().get("CPU", 1)), 1)
     backend = run.agents.executor_backend
     return default_workers() if backend is not None and hasattr(backend, "generate_each") else 1
 
