@@ -4,9 +4,8 @@
 (`tasks.evaluate.run_evaluation`) on whichever node Ray schedules it: `--executor ray [--ray-address
 ADDR]`; with `--workers W` a round's experiments wait on their Ray tasks together (`search.overlap`).
 A task whose worker dies (a node lost, a process killed) comes back as an interrupted result: the run
-records it, does not charge the evaluation, and may evaluate that program again. `run_on_ray` runs one
-`arts bench` search as a Ray task (`arts bench --ray`): the worker runs the bench's own worker process
-on the run folder, so a bench spreads over a cluster and a restarted driver resumes from the folder.
+records it, does not charge the evaluation, and may evaluate that program again. `arts bench --ray`
+runs each search of a bench as a Ray task (`search.bench.ray_jobs`).
 
 Both assume what a cluster of this kind shares: the task directory and the run (or bench) folder at the
 same path on every node (a shared filesystem), and arts installed on every node.
@@ -15,9 +14,6 @@ Not done: shipping task files or run folders to nodes without a shared filesyste
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -81,45 +77,3 @@ class RayEvaluations:
 def interrupted(result: EvalResult) -> bool:
     """Whether an evaluation was cut off from outside the program (not charged, not a result)."""
     return not result.valid and result.reason.startswith(INTERRUPTED)
-
-
-def _bench_job(run_dir: str, log_file: str, threads: int) -> int:
-    """One bench search on a Ray worker: the bench's worker process on the run folder; its exit code."""
-    from arts.search.bench.worker import PARENT_VAR
-
-    env = dict(os.environ) | {PARENT_VAR: str(os.getpid())}  # the worker dies with this task
-    env.setdefault("OMP_NUM_THREADS", str(threads))
-    with open(log_file, "a") as log:
-        return subprocess.run(
-            [sys.executable, "-m", "arts.search.bench.worker", run_dir],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, check=False,
-        ).returncode  # fmt: skip
-
-
-class RayJob:
-    """A bench search running as a Ray task, polled like a process (`poll`, `kill`)."""
-
-    def __init__(self, ray: Any, run_dir: Path, log_file: Path, threads: int, gpus: float):
-        self._ray = ray
-        remote = ray.remote(num_cpus=threads, num_gpus=gpus, max_retries=0)(_bench_job)
-        self._ref = remote.remote(str(run_dir), str(log_file), threads)
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            ready, _ = self._ray.wait([self._ref], timeout=0)
-            if ready:
-                try:
-                    self.returncode = self._ray.get(self._ref)
-                except Exception:  # noqa: BLE001 (the worker or its node died: the run failed here)
-                    self.returncode = 1
-        return self.returncode
-
-    def kill(self) -> None:
-        self._ray.cancel(self._ref, force=True)
-
-    terminate = kill
-
-    def wait(self, timeout: float | None = None) -> int | None:
-        self._ray.wait([self._ref], timeout=timeout)
-        return self.poll()

@@ -7,7 +7,7 @@ moment loses at most the experiments in flight. The tables and the report are re
 run the same jobs twice, so the bench holds an exclusive lock on `DIR/bench.lock`; and the settings that
 make runs comparable (budget, model, overrides) are kept in `DIR/bench.json` and must match on resume.
 
-With `ray` (`arts bench --ray`) each job runs as a Ray task instead (`search.remote.RayJob`): Ray places
+With `ray` (`arts bench --ray`) each job runs as a Ray task instead (`search.bench.ray_jobs.RayJob`): Ray places
 it on a node with the CPUs (and GPU share) it declares, so a bench spreads over a cluster; the folder
 must be one the nodes share. Not done here: retrying a failed run within one invocation (the next
 invocation retries it, since it has no summary).
@@ -26,10 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from arts.search.bench.plan import LOG_FILE, BenchConfig, Job, final_summary, folder_state, plan, prepare
+from arts.search.bench.ray_jobs import RayJob
 from arts.search.bench.results import RunResult, read_run
 from arts.search.bench.tables import RUNS, kept_results
 from arts.search.bench.worker import PARENT_VAR
-from arts.search.remote import RayJob, connect
+from arts.search.remote import connect
 
 COMPARABLE = ("evals", "model", "overrides")
 """Settings every run of one bench folder must share."""
