@@ -32,8 +32,15 @@ from arts.policy.base import Backend, Completion, Request, generate_each
 T = TypeVar("T")
 
 
+CORES_VAR = "ARTS_CORES"
+"""The cores this process's share of the machine holds, where a parent divides it (`arts bench --jobs J`
+gives each of its J searches the machine's cores / J)."""
+
+
 def default_workers() -> int:
-    """Evaluations at once when none is configured: the cores this process may use."""
+    """Evaluations at once when none is configured: the cores this process may use (`CORES_VAR`)."""
+    if (share := os.environ.get(CORES_VAR, "")).isdigit() and int(share) > 0:
+        return int(share)
     return max(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 1)
 
 

@@ -235,3 +235,12 @@ def test_a_share_is_every_kth_entry_and_never_empty():
     assert (
         one == step_menus(files, files, None, {}, {"X": 1}, ["set_constant"], True).constants["X"]
     )  # empty share: all
+
+
+def test_a_bench_share_of_the_cores_sets_the_default_workers(monkeypatch):
+    from arts.search.overlap import CORES_VAR, default_workers
+
+    monkeypatch.setenv(CORES_VAR, "3")
+    assert default_workers() == 3
+    monkeypatch.setenv(CORES_VAR, "")
+    assert default_workers() >= 1

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from arts.search.bench.worker import PARENT_VAR
+from arts.search.overlap import CORES_VAR
 
 
 def _bench_job(run_dir: str, log_file: str, threads: int) -> int:
     """One bench search on a Ray worker: the bench's worker process on the run folder; its exit code."""
     env = dict(os.environ) | {PARENT_VAR: str(os.getpid())}  # the worker dies with this task
     env.setdefault("OMP_NUM_THREADS", str(threads))
+    env[CORES_VAR] = str(threads)
     with open(log_file, "a") as log:
         return subprocess.run(
             [sys.executable, "-m", "arts.search.bench.worker", run_dir],

@@ -30,6 +30,7 @@ from arts.search.bench.ray_jobs import RayJob
 from arts.search.bench.results import RunResult, read_run
 from arts.search.bench.tables import RUNS, kept_results
 from arts.search.bench.worker import PARENT_VAR
+from arts.search.overlap import CORES_VAR
 from arts.search.remote import connect
 
 COMPARABLE = ("evals", "model", "overrides")
@@ -80,6 +81,7 @@ def _tail(path: Path, lines: int = 12) -> str:
 def _launch(job: Job, threads: int) -> subprocess.Popen:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(threads))  # J workers share the cores instead of each taking all
+    env[CORES_VAR] = str(threads)  # and so do their evaluations (`search.overlap.default_workers`)
     env[PARENT_VAR] = str(os.getpid())
     with (job.run_dir / LOG_FILE).open("a") as log:
         return subprocess.Popen(
