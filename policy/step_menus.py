@@ -7,7 +7,8 @@ the values on its side of a constant (`direction`). Executors running the same h
 program at once (a round's experiments run together, `search.overlap`) would all see the same menus and
 answer alike, each answer but one then refused as already being evaluated; with `share` = (i, k) the
 i-th of them sees every k-th entry of each menu from the i-th on (the whole menu where its share is
-empty), so their first answers differ.
+empty), so their first answers differ. With `compass`, a constant a directed hypothesis moves offers
+its next step only (the harness's compass search, `ExecutorConfig.compass`).
 """
 
 from __future__ import annotations
@@ -42,9 +43,11 @@ def step_menus(
     ops: list[str],
     value_menu: bool,
     share: tuple[int, int] | None = None,
+    compass: bool = False,
 ) -> StepMenus:
     """The menus of one step over the editable files `work` of the program `current` (see the module
-    docstring)."""
+    docstring); with `compass`, a constant moved one way (`sides`) offers only its next step: the first
+    entry of its share (`ExecutorConfig.compass`)."""
     fresh = _fresh(current, known, seen)
     menus = StepMenus(
         constants=constant_menus(work, fresh, sides) if value_menu else None,
@@ -52,9 +55,14 @@ def step_menus(
         swaps=swap_menus(work, fresh) if "swap_call" in ops else {},
         rewrites=return_menus(work, fresh) if value_menu and "set_return" in ops else None,
     )
-    if share is None or share[1] <= 1:
-        return menus
-    part = _part(share)
+    if share is not None and share[1] > 1:
+        menus = _shared(menus, _part(share))
+    if compass and menus.constants is not None:
+        menus.constants = {k: v[:1] if k in sides else v for k, v in menus.constants.items()}
+    return menus
+
+
+def _shared(menus: StepMenus, part: Callable[[list], list]) -> StepMenus:
     return StepMenus(
         constants=None if menus.constants is None else {k: part(v) for k, v in menus.constants.items()},
         keywords={c: {k: part(v) for k, v in kws.items()} for c, kws in menus.keywords.items()},

@@ -340,10 +340,30 @@ def test_a_repeated_rejected_action_heats_sampling_and_the_third_repeat_gives_up
 )
 def test_a_directed_hypothesis_moves_its_constant_only_that_way(verb, menu):
     backend = ScriptedBackend([set_constant("RADIUS", 0.4 if verb == "increase" else 0.05)])
-    Executor(backend, ExecutorConfig(max_actions=1)).run(
+    Executor(backend, ExecutorConfig(max_actions=1, compass=False)).run(
         f"{verb} RADIUS to pack tighter", {"solution.py": PROGRAM}, ["solution.py"], Recorder(0.0)
     )
     assert menu in json.dumps(backend.calls[0]["schema"].model_json_schema())
+
+
+def test_a_directed_hypothesis_takes_the_next_compass_step_coarse_to_fine():
+    """With `compass` (the default), `increase RADIUS` offers one value: x2 first; once that program has
+    run, x1.25, then x1.1, then x4; the model cannot pick a smaller step first."""
+    steps = []
+    ran: set[str] = set()
+    for _ in range(5):
+        backend = ScriptedBackend([set_constant("RADIUS", 0.2)])
+        result = Executor(backend, ExecutorConfig(max_actions=1)).run(
+            "increase RADIUS", {"solution.py": PROGRAM}, ["solution.py"], Recorder(0.0),
+            known=lambda files: "ran" if files["solution.py"] in ran else None,
+        )  # fmt: skip
+        if not backend.calls:
+            break
+        spec = backend.calls[0]["schema"].model_json_schema()["properties"]["value"]
+        (value,) = spec.get("enum") or [spec["const"]]  # one value: a const
+        steps.append(value)
+        ran.add(PROGRAM.replace("RADIUS = 0.1", f"RADIUS = {value}"))
+    assert steps == [0.2, 0.125, 0.11, 0.4] and "every value above" in result.reason
 
 
 def test_a_directed_hypothesis_with_no_value_left_that_way_ends_without_a_model_call():

@@ -456,8 +456,10 @@ def test_a_directed_run_spreads_a_round_over_the_targets_and_starts_from_the_bes
         named = {directed_target(c["hypothesis"])[1] for c in d["candidates"]}
         assert named == {"X", "Y", "value"}
     nodes = [n for n in state.nodes.values() if n.parent is not None]
-    for n in nodes:
-        earlier = [m for m in state.nodes.values() if m.round < n.round and m.score is not None]
+    for n in (n for n in nodes if n.rollout is not None):  # a proposal's node, not a follow-up's
+        # the best node when the round proposed: its earlier rounds, and the follow-ups run before it
+        before = [m for m in state.nodes.values() if m.id < n.id and not (m.round == n.round and m.rollout)]
+        earlier = [m for m in before if m.score is not None]
         assert n.parent == max(earlier, key=lambda m: (m.score, -m.id)).id  # the best node
 
 
