@@ -117,14 +117,14 @@ class SearchConfig(BaseModel):
     seed: int = 0
     """The run's one seed: the sampler's, and every model call's (derived in `search.seeds`)."""
     evaluate_on: Literal["local", "ray"] = "local"
-    """Where evaluations run: in this machine's sandbox, or as Ray tasks on a cluster (`search.remote`;
-    the task and run folders on a filesystem every node shares)."""
+    """Where evaluations run: this machine's sandbox, or Ray tasks on a cluster (`search.remote`).
+    With ray, the task and run folders must be on a filesystem every node shares."""
     ray_address: str | None = None
     """The Ray cluster to join (`auto`, `ray://HOST:10001`); None starts a local one on this machine."""
     workers: int | None = Field(None, ge=1)
-    """Experiments of a round run at once, their model calls decoded as one batch and their evaluations
-    on this many workers (`search.overlap`); 1: one after another. Default: the cores available, where
-    the executor's backend can decode several prompts together."""
+    """Evaluations at once while a round's experiments run together (`search.overlap`); 1: one by one.
+    Their model calls are decoded as one batch. Default: the cores available (a bench's share of them),
+    where the executor's backend can decode several prompts together; else 1."""
     scientist_model: ModelConfig = ModelConfig()
     executor_model: ModelConfig = ModelConfig()
     budget: BudgetConfig = BudgetConfig()
