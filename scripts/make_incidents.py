@@ -30,225 +30,30 @@ import hashlib
 import json
 import random
 import shutil
+import sys
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, `scripts.` still imports
 
-FAULTS = (
-    "cpu_saturation",
-    "memory_leak",
-    "bad_deploy",
-    "connection_pool_exhausted",
-    "disk_full",
-    "network_partition",
+from scripts.incident_world import (  # noqa: E402
+    DATA,
+    FAULTS,
+    MINUTES,
+    TRAPS,
+    Draft,
+    Incident,
+    baselines,
+    hhmm,
+    onsets,
+    propagate,
+    ramp,
+    root_effect,
+    topology,
 )
+
 DEFAULT_SEED = 54
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tasks" / "builtin" / "incident-rca"
 STATIC = ("task.toml", "statement.md", "grader/test.py")
-"""Hand-written files of the task, copied from the built-in directory into another `--out`."""
-MINUTES = 60
-API = ("api", "web-bff", "mobile-bff")
-MID = ("auth", "orders", "payments", "catalog", "search", "inventory", "users", "cart", "shipping", "pricing")
-DATA = ("postgres", "mysql", "redis", "memcached", "kafka", "rabbitmq", "elasticsearch", "blob-store")
-ALL_SERVICES = ("gateway", *API, *MID, *DATA)
-SIGNATURES = {
-    "cpu_saturation": "cpu throttled",
-    "memory_leak": "oomkilled",
-    "bad_deploy": "unhandled exception",
-    "connection_pool_exhausted": "timeout acquiring connection from pool",
-    "disk_full": "no space left on device",
-    "network_partition": "no route to host",
-}
-"""Lower-case phrase that appears in the root's log for its fault and nowhere else in the incident."""
-TRAPS = {
-    "echo": 0.6,
-    "batch_errors": 0.55,
-    "decoy_deploy": 0.6,
-    "root_old_deploy": 0.35,
-    "misleading_keywords": 0.7,
-    "wrong_blame": 0.6,
-}
-"""Red herring -> probability per incident; calibrated so that rca_heuristic scores about 0.5."""
-
-
-class Incident(BaseModel):
-    """One generated incident: its material (graph, metrics, logs, changes, alert) and its hidden truth."""
-
-    model_config = ConfigDict(extra="forbid")
-    id: str
-    """Directory name in the case, e.g. `i1`."""
-    seed: int
-    """The seed it was built from; never written into the material."""
-    clock: int
-    """Minute of the day at minute 0 of the metrics; the hour never crosses midnight."""
-    calls: dict[str, list[str]]
-    """Caller -> the services it calls (every service is a key)."""
-    root: str
-    """The service that failed first (hidden)."""
-    fault: str
-    """What failed in it, one of FAULTS (hidden)."""
-    onset: int
-    """Minute at which the root's failure starts."""
-    metrics: dict[str, list[list[float]]]
-    """Service -> per minute [latency_ms, error_rate, cpu, mem]."""
-    logs: dict[str, list[str]]
-    """Service -> its log lines `HH:MM:SS LEVEL message`, in time order."""
-    changes: list[list[str]]
-    """Change-log rows [HH:MM, service, change], in time order."""
-    alert: str
-    """The page that opened the incident."""
-    traps: list[str]
-    """Which red herrings were placed (for calibration reports; not material)."""
-
-    @property
-    def services(self) -> list[str]:
-        return sorted(self.calls)
-
-
-class _Draft:
-    """Mutable state while one incident is built; every random draw goes through `rng` in a fixed order."""
-
-    def __init__(self, rng: random.Random, calls: dict[str, list[str]], clock: int):
-        self.rng, self.calls, self.clock = rng, calls, clock
-        self.base: dict[str, dict[str, float]] = {}
-        self.series: dict[str, dict[str, list[float]]] = {}
-        self.logs: dict[str, list[tuple[int, int, str]]] = {s: [] for s in sorted(calls)}
-        self.changes: list[tuple[int, str, str]] = []
-
-    def log(self, service: str, minute: int, text: str) -> None:
-        self.logs[service].append((minute, self.rng.randint(0, 59), text))
-
-    def add(self, service: str, column: str, minute: int, value: float) -> None:
-        self.series[service][column][minute] += value
-
-
-def _hhmm(clock: int, minute: int) -> str:
-    return f"{(clock + minute) // 60:02d}:{(clock + minute) % 60:02d}"
-
-
-def _topology(rng: random.Random) -> dict[str, list[str]]:
-    """gateway -> api tier -> services (a service may call another) -> data stores; every service has a caller."""
-    n = rng.randint(6, 9)
-    apis = sorted(rng.sample(API, 1 if n < 8 else rng.choice((1, 2))))
-    n_data = min(rng.randint(2, 3), n - 1 - len(apis) - 2)
-    mids = rng.sample(MID, n - 1 - len(apis) - n_data)
-    datas = sorted(rng.sample(DATA, n_data))
-    calls: dict[str, set[str]] = {s: set() for s in ("gateway", *apis, *mids, *datas)}
-    calls["gateway"] |= set(apis)
-    for i, mid in enumerate(mids):
-        calls[rng.choice(apis)].add(mid)
-        if i and rng.random() < 0.3:
-            calls[rng.choice(mids[:i])].add(mid)
-    for api in apis:
-        if not calls[api]:
-            calls[api].add(rng.choice(mids))
-    for data in datas:
-        calls[rng.choice(mids)].add(data)
-        if rng.random() < 0.4:
-            calls[rng.choice(mids)].add(data)
-    return {s: sorted(callees) for s, callees in sorted(calls.items())}
-
-
-def _baselines(d: _Draft) -> None:
-    for s in sorted(d.calls):
-        rng = d.rng
-        b = {
-            "latency_ms": rng.uniform(3, 18) if s in DATA else rng.uniform(25, 140),
-            "error_rate": rng.uniform(0.001, 0.006),
-            "cpu": rng.uniform(15, 45),
-            "mem": rng.uniform(30, 62),
-        }
-        d.base[s] = b
-        d.series[s] = {
-            "latency_ms": [b["latency_ms"] * (1 + rng.gauss(0, 0.06)) for _ in range(MINUTES)],
-            "error_rate": [b["error_rate"] * (1 + rng.gauss(0, 0.4)) for _ in range(MINUTES)],
-            "cpu": [b["cpu"] + rng.gauss(0, 2.5) for _ in range(MINUTES)],
-            "mem": [b["mem"] + rng.gauss(0, 0.8) for _ in range(MINUTES)],
-        }
-
-
-def _ramp(m: int, start: int, width: int = 2) -> float:
-    return 0.0 if m < start else min(1.0, (m - start + 1) / width)
-
-
-def _root_effect(d: _Draft, root: str, fault: str, t0: int) -> dict[str, list[float]]:
-    """Add the fault's metric shape to the root; returns the added latency and error per minute."""
-    rng, b = d.rng, d.base[root]
-    lat, err, cpu, mem = (
-        {
-            "cpu_saturation": (b["latency_ms"] * rng.uniform(3, 8), rng.uniform(0.01, 0.08), 1, 0),
-            "memory_leak": (b["latency_ms"] * rng.uniform(1.5, 4), rng.uniform(0.02, 0.05), 0, 1),
-            "bad_deploy": (b["latency_ms"] * rng.uniform(0.2, 0.8), rng.uniform(0.15, 0.45), 0, 0),
-            "connection_pool_exhausted": (rng.uniform(1500, 4500), rng.uniform(0.08, 0.3), -5, 0),
-            "disk_full": (b["latency_ms"] * rng.uniform(0.5, 2), rng.uniform(0.2, 0.6), 0, 0),
-            "network_partition": (rng.uniform(800, 3000), rng.uniform(0.1, 0.4), -4, 0),
-        }
-    )[fault]
-    width = 1 if fault in ("bad_deploy", "disk_full") else 2
-    added = {"latency_ms": [0.0] * MINUTES, "error_rate": [0.0] * MINUTES}
-    top = rng.uniform(93, 99)
-    for m in range(t0, MINUTES):
-        r = _ramp(m, t0, width)
-        added["latency_ms"][m], added["error_rate"][m] = lat * r, err * r
-        if cpu == 1:
-            d.add(root, "cpu", m, (top - b["cpu"]) * r)
-        elif cpu:
-            d.add(root, "cpu", m, cpu * r)
-    if mem:
-        _leak(d, root, t0, added)
-    for m in range(MINUTES):
-        d.add(root, "latency_ms", m, added["latency_ms"][m])
-        d.add(root, "error_rate", m, added["error_rate"][m])
-    return added
-
-
-def _leak(d: _Draft, root: str, t0: int, added: dict[str, list[float]]) -> None:
-    """Memory climbs for ~20 minutes before the onset; from then on the container is OOM-killed and restarts
-    every `period` minutes (memory drops, errors spike) and climbs again."""
-    rng, mem0 = d.rng, d.base[root]["mem"]
-    start, period, top = t0 - rng.randint(15, 22), rng.randint(7, 11), rng.uniform(93, 97)
-    spike = rng.uniform(0.2, 0.45)
-    for m in range(start, MINUTES):
-        if m < t0:
-            level = mem0 + (top - mem0) * (m - start + 1) / (t0 - start)
-        else:
-            since = (m - t0) % period
-            level = mem0 + 5 + (top - mem0 - 5) * since / (period - 1)
-            if since < 2:
-                added["error_rate"][m] += spike * (1 if since == 0 else 0.5)
-        d.add(root, "mem", m, level - mem0)
-
-
-def _onsets(d: _Draft, root: str, t0: int) -> dict[str, int]:
-    """Minute at which the failure reaches each caller (transitively): the root's onset plus 1-2 minutes per hop."""
-    callers: dict[str, list[str]] = {s: [] for s in d.calls}
-    for s, callees in d.calls.items():
-        for c in callees:
-            callers[c].append(s)
-    lag = {(c, x): d.rng.randint(1, 2) for x in sorted(callers) for c in sorted(callers[x])}
-    onset, frontier = {root: t0}, [root]
-    while frontier:
-        x = min(frontier, key=lambda s: (onset[s], s))
-        frontier.remove(x)
-        for c in sorted(callers[x]):
-            if onset[x] + lag[(c, x)] < onset.get(c, MINUTES):
-                onset[c] = onset[x] + lag[(c, x)]
-                frontier.append(c)
-    return onset
-
-
-def _propagate(d: _Draft, root: str, t0: int, onset: dict[str, int], added: dict[str, list[float]]) -> None:
-    """Each caller sees a delayed share of the root's added latency plus timeouts, and errors from both."""
-    for c in sorted(onset, key=lambda s: (onset[s], s)):
-        if c == root:
-            continue
-        rng, delay = d.rng, onset[c] - t0
-        k, k_err, timeouts = rng.uniform(0.6, 1.0), rng.uniform(0.3, 0.8), rng.uniform(0.05, 0.14)
-        wait = d.base[c]["latency_ms"] * rng.uniform(0.6, 1.5)
-        for m in range(onset[c], MINUTES):
-            sev = _ramp(m, onset[c])
-            d.add(c, "latency_ms", m, min(5000.0, added["latency_ms"][m - delay] * k + wait * sev))
-            d.add(c, "error_rate", m, max(added["error_rate"][m - delay] * k_err, timeouts * sev))
 
 
 NOISE = (  # harmless: their numbers stay in the normal range
@@ -314,14 +119,14 @@ MISLEADING = {  # keywords of another fault that the root's log also shows, loud
 }
 
 
-def _fill(d: _Draft, text: str, service: str, peer: str, version: str = "") -> str:
+def _fill(d: Draft, text: str, service: str, peer: str, version: str = "") -> str:
     rng = d.rng
     numbers = {"n": rng.randint(120, 2400), "p": rng.randint(70, 99), "ms": rng.randint(40, 300)}
     numbers |= {"q": rng.randint(55, 80), "low": rng.randint(2, 9)}
     return text.format(s=service, peer=peer, v=version, **numbers)
 
 
-def _background_logs(d: _Draft) -> None:
+def _background_logs(d: Draft) -> None:
     for s in sorted(d.calls):
         for m in sorted(d.rng.sample(range(MINUTES), d.rng.randint(9, 14))):
             lat = round(d.series[s]["latency_ms"][m])
@@ -331,7 +136,7 @@ def _background_logs(d: _Draft) -> None:
             d.log(s, m, _fill(d, d.rng.choice(NOISE), s, s))
 
 
-def _root_logs(d: _Draft, root: str, fault: str, t0: int, misleading: bool, version: str) -> None:
+def _root_logs(d: Draft, root: str, fault: str, t0: int, misleading: bool, version: str) -> None:
     signature, support = ROOT_LINES[fault]
     peer = d.rng.choice(d.calls[root]) if d.calls[root] else f"{root}-replica-2"
     if fault == "memory_leak":  # one signature per restart: the minutes whose memory dropped
@@ -350,7 +155,7 @@ def _root_logs(d: _Draft, root: str, fault: str, t0: int, misleading: bool, vers
             d.log(root, m, _fill(d, d.rng.choice(MISLEADING[fault]), root, peer))
 
 
-def _caller_logs(d: _Draft, root: str, onset: dict[str, int], wrong_blame: bool) -> None:
+def _caller_logs(d: Draft, root: str, onset: dict[str, int], wrong_blame: bool) -> None:
     """Callers log timeouts toward the callee the failure came through; with `wrong_blame`, those that also
     call a healthy service blame it in a few lines."""
     for c in sorted(onset, key=lambda s: (onset[s], s)):
@@ -365,19 +170,19 @@ def _caller_logs(d: _Draft, root: str, onset: dict[str, int], wrong_blame: bool)
                 d.log(c, m, CALLER_LINES[0].format(x=d.rng.choice(others), n=d.rng.randint(1000, 5000)))
 
 
-def _echo(d: _Draft, root: str, t0: int) -> None:
+def _echo(d: Draft, root: str, t0: int) -> None:
     """A store the root calls sees aborted sessions a few minutes after the root fails, and errors with them."""
     dep, start = d.rng.choice(d.calls[root]), t0 + d.rng.randint(3, 6)
     err, lat = d.rng.uniform(0.06, 0.18), d.base[dep]["latency_ms"] * d.rng.uniform(0.3, 1.0)
     for m in range(start, MINUTES):
-        d.add(dep, "error_rate", m, err * _ramp(m, start))
-        d.add(dep, "latency_ms", m, lat * _ramp(m, start))
+        d.add(dep, "error_rate", m, err * ramp(m, start))
+        d.add(dep, "latency_ms", m, lat * ramp(m, start))
     for m in sorted(d.rng.sample(range(start, MINUTES), d.rng.randint(3, 5))):
         d.log(dep, m, f"ERROR aborted connection from client {root} (client closed the session)")
     d.log(dep, start + 1, f"WARN client {root} reconnect storm: {d.rng.randint(200, 900)} new sessions/min")
 
 
-def _batch_job(d: _Draft, root: str, t0: int, errors: bool) -> None:
+def _batch_job(d: Draft, root: str, t0: int, errors: bool) -> None:
     """A scheduled job on another service: CPU near saturation and slower requests inside its window only."""
     svc = d.rng.choice([s for s in sorted(d.calls) if s != root])
     job = d.rng.choice(("nightly-reindex", "report-export", "cache-warmup", "compaction", "backfill"))
@@ -386,10 +191,10 @@ def _batch_job(d: _Draft, root: str, t0: int, errors: bool) -> None:
     cpu = d.rng.uniform(85, 95) - d.base[svc]["cpu"]
     lat, err = d.rng.uniform(0.6, 1.2), d.rng.uniform(0.06, 0.2)
     for m in range(start, end):
-        d.add(svc, "cpu", m, cpu * _ramp(m, start))
-        d.add(svc, "latency_ms", m, d.base[svc]["latency_ms"] * lat * _ramp(m, start))
+        d.add(svc, "cpu", m, cpu * ramp(m, start))
+        d.add(svc, "latency_ms", m, d.base[svc]["latency_ms"] * lat * ramp(m, start))
         if errors:
-            d.add(svc, "error_rate", m, err * _ramp(m, start))
+            d.add(svc, "error_rate", m, err * ramp(m, start))
     d.changes += [(start, svc, f"batch job {job} started"), (end, svc, f"batch job {job} finished")]
     d.log(svc, start, f"INFO batch {job} started")
     d.log(svc, start + 2, f"WARN cpu {d.rng.randint(85, 97)}% during batch {job}")
@@ -399,7 +204,7 @@ def _batch_job(d: _Draft, root: str, t0: int, errors: bool) -> None:
     d.log(svc, end, f"INFO batch {job} finished")
 
 
-def _deploy(d: _Draft, service: str, minute: int) -> str:
+def _deploy(d: Draft, service: str, minute: int) -> str:
     major, minor = d.rng.randint(1, 4), d.rng.randint(2, 19)
     old, new = f"v{major}.{minor}.{d.rng.randint(0, 9)}", f"v{major}.{minor + 1}.0"
     d.changes.append((minute, service, f"deploy {old} -> {new}"))
@@ -407,7 +212,7 @@ def _deploy(d: _Draft, service: str, minute: int) -> str:
     return new
 
 
-def _changes(d: _Draft, root: str, fault: str, t0: int, traps: list[str]) -> str:
+def _changes(d: Draft, root: str, fault: str, t0: int, traps: list[str]) -> str:
     """Deploys in the change log; returns the version a bad deploy started (its exception names it)."""
     others = [s for s in sorted(d.calls) if s != root]
     for s in sorted(d.rng.sample(others, d.rng.randint(0, 2))):
@@ -424,13 +229,13 @@ def _changes(d: _Draft, root: str, fault: str, t0: int, traps: list[str]) -> str
     return _deploy(d, root, t0) if fault == "bad_deploy" else ""
 
 
-def _alert(d: _Draft, t0: int) -> str:
+def _alert(d: Draft, t0: int) -> str:
     err = d.series["gateway"]["error_rate"]
     first = next((m for m in range(t0, MINUTES) if err[m] > 0.02), MINUTES - 3)
     page = min(MINUTES - 1, first + 2)
     lat = d.series["gateway"]["latency_ms"][page]
     return (
-        f"{_hhmm(d.clock, page)} PAGE gateway: error rate {err[page]:.1%} over 5 min (SLO 1%), "
+        f"{hhmm(d.clock, page)} PAGE gateway: error rate {err[page]:.1%} over 5 min (SLO 1%), "
         f"latency {lat:.0f} ms. Incident opened; find the root cause.\n"
     )
 
@@ -438,7 +243,7 @@ def _alert(d: _Draft, t0: int) -> str:
 def generate_incident(seed: int, incident_id: str = "i1") -> Incident:
     """One incident from one seed: same seed, same incident, byte for byte."""
     rng = random.Random(seed)
-    calls = _topology(rng)
+    calls = topology(rng)
     fault = rng.choice(FAULTS)
     eligible = [
         s for s in sorted(calls) if s != "gateway" and (calls[s] or fault != "connection_pool_exhausted")
@@ -449,11 +254,11 @@ def generate_incident(seed: int, incident_id: str = "i1") -> Incident:
         traps = [t for t in traps if t != "echo"]
     if fault in ("bad_deploy", "memory_leak"):  # a root deploy is the cause there, or coincides with the leak
         traps = [t for t in traps if t != "root_old_deploy"]
-    d = _Draft(rng, calls, rng.randint(0, 22) * 60 + rng.choice((0, 15, 30, 45)))
-    _baselines(d)
-    added = _root_effect(d, root, fault, t0)
-    onset = _onsets(d, root, t0)
-    _propagate(d, root, t0, onset, added)
+    d = Draft(rng, calls, rng.randint(0, 22) * 60 + rng.choice((0, 15, 30, 45)))
+    baselines(d)
+    added = root_effect(d, root, fault, t0)
+    onset = onsets(d, root, t0)
+    propagate(d, root, t0, onset, added)
     if "echo" in traps:
         _echo(d, root, t0)
     _batch_job(d, root, t0, errors="batch_errors" in traps)
@@ -471,10 +276,10 @@ def generate_incident(seed: int, incident_id: str = "i1") -> Incident:
         onset=t0,
         metrics={s: [_row(d.series[s], m) for m in range(MINUTES)] for s in sorted(calls)},
         logs={
-            s: [f"{_hhmm(d.clock, m)}:{sec:02d} {text}" for m, sec, text in sorted(lines)]
+            s: [f"{hhmm(d.clock, m)}:{sec:02d} {text}" for m, sec, text in sorted(lines)]
             for s, lines in d.logs.items()
         },
-        changes=[[_hhmm(d.clock, m), s, text] for m, s, text in sorted(d.changes)],
+        changes=[[hhmm(d.clock, m), s, text] for m, s, text in sorted(d.changes)],
         alert=_alert(d, t0),
         traps=traps,
     )
@@ -497,7 +302,7 @@ def write_incident(incident: Incident, out: Path) -> None:
     for s in incident.services:
         lines = ["time,latency_ms,error_rate,cpu,mem"]
         for m, (lat, err, cpu, mem) in enumerate(incident.metrics[s]):
-            lines.append(f"{_hhmm(incident.clock, m)},{lat:.1f},{err:.4f},{cpu:.1f},{mem:.1f}")
+            lines.append(f"{hhmm(incident.clock, m)},{lat:.1f},{err:.4f},{cpu:.1f},{mem:.1f}")
         (out / "metrics" / f"{s}.csv").write_text("\n".join(lines) + "\n")
         (out / "logs" / f"{s}.txt").write_text("".join(f"{line}\n" for line in incident.logs[s]))
 

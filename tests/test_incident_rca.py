@@ -17,12 +17,10 @@ import pytest
 
 from arts.tasks.base import BUILTIN_DIR, Task, TaskError, load_task
 from arts.tasks.evaluate import run_evaluation
+from scripts.incident_world import ALL_SERVICES, FAULTS, SIGNATURES
 from scripts.make_incidents import (
-    ALL_SERVICES,
     DEFAULT_OUT,
     DEFAULT_SEED,
-    FAULTS,
-    SIGNATURES,
     generate_incident,
     write_case,
     write_incident,
