@@ -1,8 +1,11 @@
-"""Benchmark a round's experiments at once (`--workers W`) against one after another (`--workers 1`).
+"""Benchmark a round at once (`--workers W`, analysis calls together) against one after another.
 
-Runs the same search twice with the same seed and model (default the embedded one), once per worker
-count, and reads from each run's store, per round: the round's seconds (round start to the next), the
-seconds of its experiments (the draw to the round's last evaluation) and its evaluations. With
+Runs the same search twice with the same seed and model (default the embedded one): once with
+`--workers 1` and the analysis calls asked one after another (the round before rounds overlapped), once
+with `--workers W` as a search runs by default. It reads from each run's store, per round: the round's
+seconds (round start to the next), the seconds of its experiments (the draw to the round's last
+evaluation), of its analysis (from there to the round's end: attribution, comparison) and its
+evaluations. With
 `--sleep S` the task's evaluation first sleeps S seconds (a copy of the task with a wrapper evaluator),
 which makes it evaluation-bound, for the evaluations-per-hour figure. One run each: a benchmark of a
 shared machine, quoted as ratios; the two runs' experiments differ once their sampling order does.
@@ -18,12 +21,14 @@ import json
 import os
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from arts.search.cli import main as arts  # noqa: E402
+from arts.search.methods import arts as arts_method  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402
 
@@ -77,10 +82,30 @@ def rounds(run: Path) -> list[dict]:
                 "round": r,
                 "seconds": end - start.ts,
                 "experiments_s": max(evals) - min(draws),
+                "analysis_s": end - max(evals),
                 "evals": len(evals),
             }
         )
     return out
+
+
+@contextmanager
+def one_call_at_a_time(on: bool):
+    """The analysis calls of a round asked one after another (`analysis_at_once` replaced), when on."""
+    if not on:
+        yield
+        return
+
+    @contextmanager
+    def sequential(run):
+        yield lambda jobs: [job() for job in jobs]
+
+    saved = arts_method.analysis_at_once
+    arts_method.analysis_at_once = sequential
+    try:
+        yield
+    finally:
+        arts_method.analysis_at_once = saved
 
 
 def run(args: argparse.Namespace) -> dict:
@@ -94,7 +119,9 @@ def run(args: argparse.Namespace) -> dict:
             shutil.rmtree(run_dir)
         argv = ["search", task, "--run-dir", str(run_dir), "--group", str(args.group), "--seed", str(args.seed),
                 "--budget.evals", str(args.group * args.rounds), "--workers", str(workers)]  # fmt: skip
-        if arts(argv) != 0:
+        with one_call_at_a_time(workers == 1):
+            code = arts(argv)
+        if code != 0:
             raise SystemExit(f"the search with --workers {workers} failed; see {run_dir}")
         res["runs"][workers] = rounds(run_dir)
     return res
@@ -106,19 +133,21 @@ def report(res: dict, workers: int) -> None:
         print(f"\n--workers {w}")
         for row in rows:
             print(
-                f"  round {row['round']}: {row['seconds']:7.1f} s, experiments {row['experiments_s']:7.1f} s, {row['evals']} evals"
+                f"  round {row['round']}: {row['seconds']:7.1f} s, experiments {row['experiments_s']:7.1f} s, "
+                f"analysis {row['analysis_s']:7.1f} s, {row['evals']} evals"
             )
         seconds = sum(r["seconds"] for r in rows)
         exp = sum(r["experiments_s"] for r in rows)
+        ana = sum(r["analysis_s"] for r in rows)
         evals = sum(r["evals"] for r in rows)
-        totals[w] = (seconds, exp, evals)
+        totals[w] = (seconds, exp, ana, evals)
         print(
-            f"  all: {seconds:.1f} s, experiments {exp:.1f} s, {evals} evals, {3600 * evals / max(seconds, 1e-9):.0f} evals/hour"
+            f"  all: {seconds:.1f} s, experiments {exp:.1f} s, analysis {ana:.1f} s, {evals} evals, "
+            f"{3600 * evals / max(seconds, 1e-9):.0f} evals/hour"
         )
-    (s1, e1, n1), (sw, ew, nw) = totals[1], totals[workers]
-    print(
-        f"\nround seconds per evaluation, workers {workers} / 1: {(sw / max(nw, 1)) / (s1 / max(n1, 1)):.2f}"
-    )
+    (s1, e1, a1, n1), (sw, ew, aw, nw) = totals[1], totals[workers]
+    print(f"\nanalysis seconds, at once / one after another: {aw / max(a1, 1e-9):.2f}")
+    print(f"round seconds per evaluation, workers {workers} / 1: {(sw / max(nw, 1)) / (s1 / max(n1, 1)):.2f}")
     print(
         f"experiment seconds per evaluation, workers {workers} / 1: {(ew / max(nw, 1)) / (e1 / max(n1, 1)):.2f}"
     )

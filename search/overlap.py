@@ -77,11 +77,14 @@ class Overlap:
     def run(self, jobs: list[Callable[[], T]]) -> list[T]:
         """Run `jobs` at once, each in a thread holding the harness lock except while it waits on the
         model or an evaluation; their results in order. The first exception of a job is raised once all
-        have ended (the others run to their end: each commits its own node)."""
+        have ended (the others run to their end: each commits its own node). Called from one of its own
+        threads, the jobs run as that thread's children while it waits for them (it lets the harness go,
+        and it no longer counts among those a batch waits for)."""
         if len(jobs) <= 1:
             return [job() for job in jobs]
         results: list[Any] = [None] * len(jobs)
         errors: list[BaseException] = []
+        nested = self.inside()
 
         def body(i: int, job: Callable[[], T], let_go: threading.Event) -> None:
             self._threads.add(threading.get_ident())
@@ -101,21 +104,31 @@ class Overlap:
                 self._let_go.pop(threading.get_ident(), None)
 
         threads = []
+        if nested:  # the caller waits for its children: it is one live thread less, they are len(jobs) more
+            self.harness.release()  # it counts as let go once they have (below): the order stays the picks'
         with self._cv:
-            self._live = len(jobs)
+            self._live = self._live + len(jobs) - 1 if nested else len(jobs)
         # a batch is decoded outside the harness: its usage records wait for a thread that holds it
-        self._sink = getattr(self.backend, "usage_sink", None)
-        if self._sink is not None:
-            self.backend.usage_sink = self._usages.append
+        if not nested:
+            self._sink = getattr(self.backend, "usage_sink", None)
+            if self._sink is not None:
+                self.backend.usage_sink = self._usages.append
         for i, job in enumerate(jobs):  # one at a time until each first lets go: their order is the picks'
             let_go = threading.Event()
             t = threading.Thread(target=body, args=(i, job, let_go), name=f"experiment-{i + 1}", daemon=True)
             t.start()
             threads.append(t)
             let_go.wait()
+        if nested:
+            self._let_go[threading.get_ident()].set()
         for t in threads:
             t.join()
-        if self._sink is not None:
+        if nested:
+            with self._cv:
+                self._live += 1
+            self.harness.acquire()
+            self._flush()
+        elif self._sink is not None:
             self.backend.usage_sink = self._sink
             self._flush()
         if errors:

@@ -146,14 +146,15 @@ class BatchingRules(RuleBackend):
 
     def __init__(self):
         super().__init__()
-        self.batch_sizes: list[int] = []
+        self.batch_purposes: list[list[str]] = []
 
     def generate_each(self, requests):
-        self.batch_sizes.append(len(requests))
+        self.batch_purposes.append([r.purpose for r in requests])
         return [self.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0] for r in requests]
 
 
-def test_arts_search_with_workers_runs_each_round_at_once(tmp_path, monkeypatch):
+def search(tmp_path, monkeypatch, workers: int, evals: int = 9):
+    """`arts search --group 3 --workers W` of the rules backend: (backend, run folder, stored state)."""
     backend = BatchingRules()
 
     def make(mc, sink, seed):
@@ -161,26 +162,19 @@ def test_arts_search_with_workers_runs_each_round_at_once(tmp_path, monkeypatch)
         return backend
 
     monkeypatch.setattr("arts.search.run.make_backend", make)
-    task = make_task(tmp_path / "task")
-    run = tmp_path / "run"
-    argv = [
-        "search",
-        str(task),
-        "--run-dir",
-        str(run),
-        "--group",
-        "3",
-        "--budget.evals",
-        "9",
-        "--workers",
-        "2",
-    ]
-    assert main(argv) == 0
+    task, run = make_task(tmp_path / "task"), tmp_path / "run"
+    argv = ["search", str(task), "--run-dir", str(run), "--group", "3", "--budget.evals", str(evals)]
+    assert main([*argv, "--workers", str(workers)]) == 0
     with Store.open(run, create=False) as store:
-        state = store.load_state()
-    events = [e.payload for e in state.events.values() if e.kind == "overlap"]
+        return backend, run, store.load_state()
+
+
+def test_arts_search_with_workers_runs_each_round_at_once(tmp_path, monkeypatch):
+    backend, run, state = search(tmp_path, monkeypatch, workers=2)
+    events = [e.payload for e in state.events.values() if e.kind == "overlap" and "workers" in e.payload]
     assert events and all(e["workers"] == 2 for e in events)
     assert max(max(e["batches"]) for e in events) == 3  # three executors asked together
+    assert ["executor"] * 3 in backend.batch_purposes
     nodes = [n for n in state.nodes.values() if n.parent is not None]
     assert nodes and all(n.status in ("valid", "invalid") for n in nodes)  # every node committed
     ran = [json.dumps(n.files, sort_keys=True) for n in nodes if n.status == "valid"]
@@ -190,12 +184,46 @@ def test_arts_search_with_workers_runs_each_round_at_once(tmp_path, monkeypatch)
 
 
 def test_workers_1_runs_the_experiments_one_after_another(tmp_path, monkeypatch):
-    backend = BatchingRules()
-    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
-    task = make_task(tmp_path / "task")
-    argv = ["search", str(task), "--run-dir", str(tmp_path / "run"), "--group", "3", "--budget.evals", "6"]
-    assert main([*argv, "--workers", "1"]) == 0
-    assert backend.batch_sizes == []  # no batch: every call went through `generate`
+    backend, _, _ = search(tmp_path, monkeypatch, workers=1, evals=6)
+    assert not any("executor" in b for b in backend.batch_purposes)  # each executor call alone
+
+
+def test_attribution_and_comparison_are_asked_at_once(tmp_path, monkeypatch):
+    """Neither reads the other's answer: the causes, the judge and the comparison decode as one batch,
+    the critic (which reads the causes) after; the decisions still route and apply."""
+    backend, _, state = search(tmp_path, monkeypatch, workers=1)
+    assert ["causes", "judge", "compare"] in backend.batch_purposes
+    assert ["critic"] in backend.batch_purposes
+    events = [e.payload for e in state.events.values() if e.kind == "overlap" and e.payload.get("step")]
+    assert events and all(e["step"] == "analysis" for e in events)
+    routed = [e.payload for e in state.events.values() if e.kind == "routing"]
+    assert routed and all(e["ok"] for e in routed)
+    compared = [e.payload for e in state.events.values() if e.kind == "comparison"]
+    assert compared and all(e["ok"] for e in compared)
+
+
+def test_a_job_may_run_jobs_of_its_own_that_batch_with_the_others():
+    """A nested `run`: the parent waits (it is no longer among those a batch waits for), its children
+    and the other top-level job ask together; results come back in order."""
+    backend = Batching()
+    overlap = Overlap(backend, workers=1)
+
+    def parent():
+        first = overlap.generate(Request("p"))[0].text
+        children = overlap.run(
+            [lambda: overlap.generate(Request("c1"))[0].text, lambda: overlap.generate(Request("c2"))[0].text]
+        )
+        return first, children, overlap.generate(Request("p2"))[0].text
+
+    def other():
+        a = overlap.generate(Request("o1"))[0].text
+        return a, overlap.generate(Request("o2"))[0].text
+
+    out = overlap.run([parent, other])
+    assert out == [("p", ["c1", "c2"], "p2"), ("o1", "o2")]
+    assert backend.batches[0] == ["p", "o1"]
+    assert sorted(backend.batches[1]) == ["c1", "c2", "o2"]  # the children with the other job
+    assert backend.batches[2] == ["p2"]
 
 
 def test_executors_of_one_move_on_one_parent_answer_from_disjoint_shares(tmp_path, monkeypatch):

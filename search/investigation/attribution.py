@@ -17,7 +17,8 @@ Deliberately not done here: no model prompt (policy.analysis), no storage and no
 from __future__ import annotations
 
 import statistics
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -249,26 +250,49 @@ def distinct(text: str, archived: list[str], threshold: float) -> bool:
     return all(meaning.similarity(text, old) < threshold for old in archived)
 
 
+Together = Callable[[list[Callable[[], Any]]], list[Any]]
+"""Runs independent calls, possibly at once (`search.overlap.Overlap.run`); their results in order."""
+
+
 def attribute(
-    analyst: Analyst, report: str, cfg: AttributionConfig, seed: int | None = None
+    analyst: Analyst,
+    report: str,
+    cfg: AttributionConfig,
+    seed: int | None = None,
+    together: Together | None = None,
 ) -> Decision | None:
-    """causes -> critic -> judge -> rank -> route. None when no usable causes came back; a failed (or
-    switched off) critic leaves every cause at `UNSCORED`, routed on its labels; a failed judge means no
-    clamp."""
+    """(causes -> critic) beside judge -> rank -> route. None when no usable causes came back; a failed
+    (or switched off) critic leaves every cause at `UNSCORED`, routed on its labels; a failed judge means
+    no clamp. The judge does not read the causes: `together` may ask it while they are written."""
     errors: dict[str, str] = {}
 
-    def note(name: str) -> None:
-        if analyst.last is not None and analyst.last.error:
+    def error(name: str) -> None:
+        if analyst.last is not None and analyst.last.error:  # read before another call can replace it
             errors[name] = analyst.last.error[:300]
 
-    causes = analyst.causes(report, cfg.k, seed=seed)
-    if not causes:
-        return None
-    critiques = analyst.critic(report, causes, seed=seed) if cfg.critic else []
-    if cfg.critic and not critiques:
-        note("critic")
-    judgement = analyst.judge(report, seed=seed)
-    if judgement is None:
-        note("judge")
+    def diagnose() -> tuple[list[Cause], list[Critique]]:
+        causes = analyst.causes(report, cfg.k, seed=seed)
+        if not causes:
+            return [], []
+        critiques = analyst.critic(report, causes, seed=seed) if cfg.critic else []
+        if cfg.critic and not critiques:
+            error("critic")
+        return causes, critiques
+
+    def judge() -> Judgement | None:
+        judgement = analyst.judge(report, seed=seed)
+        if judgement is None:
+            error("judge")
+        return judgement
+
+    if together is None:  # one after another: no judge when no cause came back
+        causes, critiques = diagnose()
+        if not causes:
+            return None
+        judgement = judge()
+    else:
+        (causes, critiques), judgement = together([diagnose, judge])
+        if not causes:
+            return None
     decision = route(rank(causes, critiques)[0], judgement, cfg)
     return decision.model_copy(update={"causes": causes, "critiques": critiques, "errors": errors})

@@ -10,10 +10,13 @@ routing table themselves (`attribution`), or applying a decision (`hypotheses.Ex
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from arts.policy.analysis import Analyst
 from arts.search.investigation.attribution import (
     AttributionConfig,
     Decision,
+    Together,
     Trajectory,
     attribute,
     stalled,
@@ -34,34 +37,52 @@ def best_so_far(state: SearchState) -> list[float]:
     return out
 
 
-def attribute_round(
-    ledger: Ledger,
-    analyst: Analyst,
-    nodes: list[Node],
-    cfg: AttributionConfig,
-    round: int,
-    seed: int,
-) -> dict[int, Decision]:
-    """node id -> the routed decision, for this round's failed or regressed nodes (or the best node when
-    the curve has stalled)."""
-    state = ledger.state
-    todo = [n for n in nodes if failed_or_regressed(state, n)]
+class Todo(NamedTuple):
+    """What a round's attribution will look at, known before any model call."""
+
+    nodes: list[Node]
+    plateau: list[Node]
+    traj: Trajectory
+
+
+def todo(state: SearchState, nodes: list[Node], cfg: AttributionConfig) -> Todo:
+    """This round's failed or regressed nodes; when there are none and the curve has stalled, the best
+    experiment of the plateau (with the plateau)."""
+    failed = [n for n in nodes if failed_or_regressed(state, n)]
     traj = trajectory(best_so_far(state), cfg)
     plateau: list[Node] = []
-    if not todo and stalled(traj, cfg):
+    if not failed and stalled(traj, cfg):
         plateau = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None]
         plateau = plateau[-cfg.window :]
         scored = [n for n in plateau if n.status == "valid" and n.score is not None]
-        todo = [max(scored, key=lambda n: n.score)] if scored else plateau[-1:]
-    out: dict[int, Decision] = {}
-    for n in todo[: cfg.per_round]:
+        failed = [max(scored, key=lambda n: n.score)] if scored else plateau[-1:]
+    return Todo(failed[: cfg.per_round], plateau, traj)
+
+
+def attribute_round(
+    ledger: Ledger,
+    analyst: Analyst,
+    nodes: list[Node] | Todo,
+    cfg: AttributionConfig,
+    round: int,
+    seed: int,
+    together: Together | None = None,
+) -> dict[int, Decision]:
+    """node id -> the routed decision, for this round's failed or regressed nodes (or the best node when
+    the curve has stalled); `nodes` may be their `todo` already. The attributions, and the calls of each
+    that do not wait on one another, go through `together`."""
+    state = ledger.state
+    work = nodes if isinstance(nodes, Todo) else todo(state, nodes, cfg)
+    plateau, traj = work.plateau, work.traj
+
+    def one(n: Node) -> tuple[Node, Decision | None]:
         rep = report(state, n, ledger.store.node_dir(n.id))
         if plateau:
             rep += "\n" + stall_text(traj, plateau)
         if cfg.mode == "reflection":
             reflect(ledger, analyst, rep, n, round, seed)
-            continue
-        decision = attribute(analyst, rep, cfg, seed=seed)
+            return n, None
+        decision = attribute(analyst, rep, cfg, seed=seed, together=together)
         ledger.event(
             "routing",
             round=round,
@@ -71,6 +92,11 @@ def attribute_round(
             trajectory=traj.model_dump(),
             plateau=[m.id for m in plateau],
         )
+        return n, decision
+
+    out: dict[int, Decision] = {}
+    jobs = [lambda n=n: one(n) for n in work.nodes]
+    for n, decision in together(jobs) if together else [job() for job in jobs]:
         if decision is not None:  # a stall's decision applies to every experiment of the plateau
             out.update({m.id: decision for m in plateau or [n]})
     return out

@@ -12,10 +12,18 @@ from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
 from arts.search.investigation import followups, hypotheses, observations, probes, space
-from arts.search.investigation.failures import attribute_round
+from arts.search.investigation.attribution import Decision
+from arts.search.investigation.failures import attribute_round, todo
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
-from arts.search.methods.proposals import Proposed, probe_budget, propose, run_group, run_probe
+from arts.search.methods.proposals import (
+    Proposed,
+    analysis_at_once,
+    probe_budget,
+    propose,
+    run_group,
+    run_probe,
+)
 from arts.search.state import Node
 
 
@@ -32,22 +40,8 @@ def arts_round(run: Run) -> None:
         return
     picks = pick(run, proposed, ok) if any(ok) else []
     nodes = followed + run_group(run, proposed, picks, register=True)
-    tested = hypotheses.tested(run.state, [n.id for n in nodes])
-    decisions, flawed = {}, set()
-    if cfg.components.attribution and analyst:
-        run.phase("attribute")
-        decisions = attribute_round(
-            ledger, analyst, nodes, cfg.attribution, run.round, run.seeds.round(run.round)
-        )
-        if decisions:
-            run.log(routes_line(run.round, decisions))
-            tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
-    if cfg.components.comparison and analyst and tested:
-        run.phase("compare")
-        on = cfg.components.observations
-        flawed = observations.compare(ledger, analyst, tested, run.round, run.seeds.round(run.round), on)
-        if on and cfg.attribution.follow_ups:
-            schedule_probes(run)
+    decisions, flawed = analyse(run, nodes)
+    tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
     exploit = hypotheses.Exploit(
         ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
         follow_ups=cfg.attribution.follow_ups > 0,
@@ -55,6 +49,38 @@ def arts_round(run: Run) -> None:
     exploit(tested, flawed, decisions)
     if cfg.space.stop_when_stale and nodes and hypotheses.novelty(ledger) == before:
         run.meter.halt("the round added no new hypothesis, observation or direction")
+
+
+def analyse(run: Run, nodes: list[Node]) -> tuple[dict[int, Decision], set[int]]:
+    """Attribution and comparison of the round's nodes: (decisions, hypotheses called flawed). Neither
+    reads the other's answer, so their calls (and the judge beside the causes) are asked at once
+    (`analysis_at_once`); which nodes each covers is settled first (a stall's plateau for both)."""
+    cfg, ledger, analyst, seed = run.cfg, run.ledger, run.agents.analyst, run.seeds.round(run.round)
+    if analyst is None:
+        return {}, set()
+    work = todo(run.state, nodes, cfg.attribution) if cfg.components.attribution else None
+    plateau = work.plateau if work is not None else []
+    tested = hypotheses.tested(run.state, [n.id for n in nodes + plateau])
+    on, compare = cfg.components.observations, cfg.components.comparison and bool(tested)
+    steps = (["attribute"] if work is not None else []) + (["compare"] if compare else [])
+    run.phase(" + ".join(steps) or "analyse")
+    with analysis_at_once(run) as together:
+        jobs = []
+        if work is not None:
+            attribution = cfg.attribution
+            jobs.append(
+                lambda: attribute_round(ledger, analyst, work, attribution, run.round, seed, together)
+            )
+        if compare:
+            jobs.append(lambda: observations.compare(ledger, analyst, tested, run.round, seed, on))
+        results = together(jobs)
+    decisions = results.pop(0) if work is not None else {}
+    flawed = results.pop(0) if compare else set()
+    if decisions:
+        run.log(routes_line(run.round, decisions))
+    if compare and on and cfg.attribution.follow_ups:
+        schedule_probes(run)
+    return decisions, flawed
 
 
 def follow_ups(run: Run) -> list[Node]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from arts.policy.candidates import Candidate
@@ -255,6 +257,21 @@ def at_once(run: Run, workers: int, jobs: list) -> list[Node]:
         executor.backend, run.lab.overlap = overlap.backend, None
         if overlap.batches:
             run.ledger.event("overlap", round=run.round, workers=workers, batches=overlap.batches)
+
+
+@contextmanager
+def analysis_at_once(run: Run) -> Iterator[Callable[[list], list]]:
+    """Runs independent analysis calls at once: an `Overlap` on the analyst's backend (its own calls
+    decode as one batch, or go to a server together), yielded as its `run`."""
+    analyst = run.agents.analyst
+    overlap = Overlap(analyst.backend, 1)
+    analyst.backend = OverlapBackend(overlap)
+    try:
+        yield overlap.run
+    finally:
+        analyst.backend = overlap.backend
+        if overlap.batches:
+            run.ledger.event("overlap", round=run.round, step="analysis", batches=overlap.batches)
 
 
 def run_probe(run: Run, name: str) -> list[Node]:
