@@ -70,6 +70,27 @@ def test_every_job_shares_budget_model_and_settings_and_arts_ttt_turns_training_
         assert ov.get("ttt.enabled", False) is (j.method == "arts-ttt")
 
 
+def test_the_ablations_are_methods_of_one_bench(tmp_path):
+    """Each ablation alias runs arts with its one part off; the configs are resolved (and checked) by
+    the plan, and the report reads each against arts."""
+    from arts.search.bench.report import _oriented
+
+    ablations = ["arts-no-observations", "arts-no-comparison", "arts-no-attribution", "arts-no-critic"]
+    ablations += ["arts-k1", "arts-reflection"]
+    methods = ",".join(["arts", *ablations])
+    args = parse(["--tasks", two_tasks(tmp_path)[0], "--methods", methods, "--out", str(tmp_path / "b")])
+    jobs = {j.method: j for j in plan(config_from(args))}
+    assert all(jobs[m].overrides["method"] == "arts" for m in ablations)
+    assert jobs["arts-no-observations"].overrides["components.observations"] is False
+    assert jobs["arts-no-comparison"].overrides["components.comparison"] is False
+    assert jobs["arts-no-attribution"].overrides["components.attribution"] is False
+    assert jobs["arts-no-critic"].overrides["attribution.critic"] is False
+    assert jobs["arts-k1"].overrides["attribution.k"] == 1
+    assert jobs["arts-reflection"].overrides["attribution.mode"] == "reflection"
+    assert "attribution.k" not in jobs["arts"].overrides
+    assert _oriented(("arts", "arts-k1")) == ("arts-k1", "arts")  # the difference reads as the ablation's
+
+
 def test_only_the_summary_a_run_ends_with_makes_it_finished(tmp_path):
     from arts.search.bench.plan import folder_state
 

@@ -54,7 +54,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",
         help="comma- or space-separated: arts, arts-ttt (arts with test-time training), greedy, random, mutate, "
-        "or module:attr (default: arts,arts-ttt,greedy,mutate)",
+        "module:attr, or an ablation of arts: arts-no-observations, arts-no-comparison, arts-no-attribution, "
+        "arts-no-critic, arts-k1, arts-reflection (default: arts,arts-ttt,greedy,mutate)",
     )  # fmt: skip
     p.add_argument(
         "--seeds", nargs="+", default=["5"], metavar="S",

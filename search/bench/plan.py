@@ -1,8 +1,9 @@
 """What a bench runs: its config, one job per (task, method, seed), and where each job's run lives.
 
 Every job of a bench gets the same evaluation budget, the same model and the same `--set` overrides; only
-the task, the method and the seed differ. A method name is a `SearchConfig.method`, except `arts-ttt`,
-which is `arts` with test-time training on, so that one bench compares search with and without learning.
+the task, the method and the seed differ. A method name is a `SearchConfig.method`, or an alias of one
+plus overrides (`METHOD_ALIASES`): `arts-ttt`, arts with test-time training on, so that one bench compares
+search with and without learning, and the ablations `arts-no-critic`, `arts-k1`, `arts-reflection`, ...
 Each job's config is resolved here, in the bench process, before anything runs: a typo fails the bench
 at once instead of failing every worker.
 
@@ -22,8 +23,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-METHOD_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {"arts-ttt": ("arts", {"ttt.enabled": True})}
-"""Bench method names that are a search method plus overrides."""
+METHOD_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
+    "arts-ttt": ("arts", {"ttt.enabled": True}),
+    "arts-no-observations": ("arts", {"components.observations": False}),
+    "arts-no-comparison": ("arts", {"components.comparison": False}),
+    "arts-no-attribution": ("arts", {"components.attribution": False}),
+    "arts-no-critic": ("arts", {"attribution.critic": False}),
+    "arts-k1": ("arts", {"attribution.k": 1}),
+    "arts-reflection": ("arts", {"attribution.mode": "reflection"}),
+}
+"""Bench method names that are a search method plus overrides: test-time training, and the ablations of
+the investigation (each one part off, `--without PART` or its `--set`), so that one bench compares them."""
 
 JOB_FILE = "bench-job.json"
 """The job a run folder belongs to (task, method, seed, overrides), written before its worker starts."""
@@ -40,7 +50,7 @@ class BenchConfig(BaseModel):
     tasks: list[str] = Field(min_length=1)
     """Built-in task names or task directories."""
     methods: list[str] = Field(default=["arts", "arts-ttt", "greedy", "mutate"], min_length=1)
-    """Search methods (`SearchConfig.method` values), plus `arts-ttt`: arts with test-time training."""
+    """Search methods (`SearchConfig.method` values), plus the aliases of `METHOD_ALIASES`."""
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
     """The seeds each (task, method) runs with."""
     evals: int = Field(30, ge=1)
