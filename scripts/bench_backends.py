@@ -9,10 +9,12 @@ Three comparisons, one run each (a benchmark of a shared laptop, not a statistic
   4. one scientist proposal (K=3 candidates, the search's own schema) with and without jump-forward
      decoding of the text the grammar forces (keys, separators, enum values);
   5. N different prompts, each with its own schema (as N executors of a round ask at once): one batch
-     (`generate_each`) vs one call after another, greedy, with the tokens checked equal.
+     (`generate_each`) vs one call after another, greedy, with the tokens checked equal;
+  6. N executor prompts of one parent (circle-packing's seed program, N hypotheses): one batch whose
+     prompts run their shared first tokens once, one batch without that, and one call after another.
 
 Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
-       [--max-tokens 60] [--threads 1] [--only rows] [--json out.json]
+       [--max-tokens 60] [--threads 1] [--only rows|executors] [--json out.json]
 """
 
 from __future__ import annotations
@@ -27,12 +29,15 @@ from typing import Any, Literal
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from pydantic import BaseModel, Field  # noqa: E402
+from pydantic import BaseModel, Field, create_model  # noqa: E402
 
-from arts.policy.backends import decoding  # noqa: E402
+from arts.policy.backends import decoding, rows  # noqa: E402
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Request, Sampling  # noqa: E402
+from arts.policy.executor_prompt import action_prompt  # noqa: E402
 from arts.policy.scientist import proposal_schema  # noqa: E402
+from arts.policy.targets import list_targets  # noqa: E402
+from arts.tasks.base import resolve_task  # noqa: E402
 
 PARAGRAPH = (
     "Node 3 packs 26 circles in the unit square with a sum of radii of 1.20 after replacing the greedy "
@@ -110,6 +115,50 @@ def different_prompts(backend: TransformersBackend, prompt: str, n: int) -> dict
             "same tokens": f"{sum(same)}/{len(same)}"}  # fmt: skip
 
 
+def executor_prompts(backend: TransformersBackend, n: int) -> dict[str, Any]:
+    """Section 6: N executors of one parent, as a round asks them; the shared first tokens run once
+    (`rows.SHARED_MIN`), or every prompt whole, or one call after another."""
+    files = {"solution.py": (resolve_task("circle-packing-26").root / "solution.py").read_text()}
+    lines = files["solution.py"].count("\n") + 1
+    names = [k for k in list_targets(files["solution.py"]).constants][:3] or ["X"]
+    edit = create_model(
+        "Edit", op=(Literal["set_constant"], ...), name=(Literal[tuple(names)], ...), value=(float, ...)
+    )
+    hypotheses = [f"{verb} {name}" for verb in ("increase", "decrease") for name in names]
+    ops = ["set_constant", "set_return", "replace_function"]
+    requests = [
+        Request(
+            action_prompt(
+                hypotheses[i % len(hypotheses)],
+                files,
+                "solution.py",
+                (1, min(lines, 40)),
+                ops,
+                task_summary="Pack 26 circles in the unit square; maximise the sum of radii.",
+            ),
+            sampling=Sampling(temperature=0.0, max_tokens=40),
+            schema=edit,
+        )  # fmt: skip
+        for i in range(n)
+    ]
+    backend.generate(requests[0].prompt, sampling=Sampling(max_tokens=1), schema=edit)  # the grammar once
+    tokens = [len(backend.encode_prompt(r.prompt)) for r in requests]
+    alone, alone_s = timed(lambda: [backend.generate(r.prompt, 1, r.sampling, r.schema)[0] for r in requests])
+    shared, shared_s = timed(lambda: backend.generate_each(requests))
+    saved, rows.SHARED_MIN = rows.SHARED_MIN, 10**9
+    try:
+        whole, whole_s = timed(lambda: backend.generate_each(requests))
+    finally:
+        rows.SHARED_MIN = saved
+    same = [
+        a[0].token_ids == b[0].token_ids == c[0].token_ids
+        for a, b, c in zip(alone, shared, whole, strict=True)
+    ]
+    return {"prompt tokens": f"{tokens} (shared by all: {min(rows._common(*map(backend.encode_prompt, (requests[0].prompt, r.prompt))) for r in requests[1:])})",
+            "one after another": [tokens_of(alone), alone_s], "one batch, each prompt whole": [tokens_of(whole), whole_s],
+            "one batch, shared tokens once": [tokens_of(shared), shared_s], "same tokens": f"{sum(same)}/{len(same)}"}  # fmt: skip
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = TransformersBackend(args.model)
     prompt = long_prompt(backend, args.prompt_tokens)
@@ -122,6 +171,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     res["prefill_s"] = timed(lambda: backend.generate(prompt, sampling=Sampling(max_tokens=1)))[1]
     if args.only == "rows":
         res["different_prompts"] = different_prompts(backend, prompt, n)
+        return res
+    if args.only == "executors":
+        res["executor_prompts"] = executor_prompts(backend, n)
         return res
 
     greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
@@ -175,6 +227,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         res["jump_forward"][label] = [tokens_of(out), seconds]
     backend.jump_forward = True
     res["different_prompts"] = different_prompts(backend, prompt, n)
+    res["executor_prompts"] = executor_prompts(backend, n)
     return res
 
 
@@ -182,7 +235,14 @@ def report(res: dict[str, Any]) -> None:
     print(
         f"prompt: {res['prompt_tokens']} tokens (prefill {res['prefill_s']:.2f} s), torch threads: {res['threads']}"
     )
-    for section in ("greedy", "n_samples", "constrained", "jump_forward", "different_prompts"):
+    for section in (
+        "greedy",
+        "n_samples",
+        "constrained",
+        "jump_forward",
+        "different_prompts",
+        "executor_prompts",
+    ):
         if section not in res:
             continue
         print(f"\n[{section}]")
@@ -196,8 +256,17 @@ def report(res: dict[str, Any]) -> None:
                 )
             else:
                 print(f"  {label:22s} {value:.3f}" if isinstance(value, float) else f"  {label:22s} {value}")
-    (_, alone_s), (_, batch_s), _ = res["different_prompts"].values()
-    print(f"\ndifferent prompts, seconds one after another / one batch: {alone_s / batch_s:.2f}")
+    if "executor_prompts" in res:
+        _, (_, alone_s), (_, whole_s), (_, shared_s), _ = res["executor_prompts"].values()
+        print(
+            f"\nexecutor prompts, seconds one after another / one batch with shared tokens once: {alone_s / shared_s:.2f}"
+        )
+        print(
+            f"executor prompts, seconds one batch of whole prompts / with shared tokens once: {whole_s / shared_s:.2f}"
+        )
+    if "different_prompts" in res:
+        (_, alone_s), (_, batch_s), _ = res["different_prompts"].values()
+        print(f"\ndifferent prompts, seconds one after another / one batch: {alone_s / batch_s:.2f}")
     if "greedy" not in res:
         return
     (own_t, own_s), (bare_t, bare_s) = res["greedy"].values()
@@ -213,7 +282,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--n", type=int, default=4, help="samples per prompt")
     p.add_argument("--max-tokens", type=int, default=60, help="tokens per completion")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    p.add_argument("--only", choices=["rows"], default=None, help="run only section 5 (different prompts)")
+    p.add_argument(
+        "--only",
+        choices=["rows", "executors"],
+        default=None,
+        help="run only section 5 (rows: different prompts) or 6 (executors: prompts of one parent)",
+    )
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
     if args.threads:

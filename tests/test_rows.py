@@ -64,6 +64,33 @@ def test_greedy_rows_decode_as_each_prompt_alone(tiny_backend):
     assert together[0][0].parsed is None or isinstance(together[0][0].parsed, Edit)
 
 
+def test_prompts_that_begin_alike_run_their_shared_tokens_once(tiny_backend):
+    """Executors of one parent: the same program, different hypotheses. The later prompts start from
+    the first one's cache, so the prefills run about one prompt's tokens, not three; each row still
+    gets what it gets alone."""
+    from arts.policy.backends.decoding import hf_model
+
+    program = "Program:\n" + "\n".join(f"C{i} = {i * 0.5}" for i in range(40))
+    requests = [
+        Request(f"{program}\nHypothesis: {h}", sampling=GREEDY, schema=Edit)
+        for h in ("increase LR", "decrease BATCH", "set MARGIN to a tenth")
+    ]
+    lengths = [len(tiny_backend.encode_prompt(r.prompt)) for r in requests]
+    seen: list[int] = []
+    model = hf_model(tiny_backend.model)
+    hook = model.register_forward_pre_hook(
+        lambda m, args, kw: seen.append(kw["input_ids"].shape[1]), with_kwargs=True
+    )
+    try:
+        together = tiny_backend.generate_each(requests)
+    finally:
+        hook.remove()
+    prefilled = sum(seen[: len(requests)])  # the prefills come first, one prompt each
+    assert prefilled < lengths[0] + 40 < sum(lengths) / 2
+    for r, rows in zip(requests, together, strict=True):
+        _same(rows, _alone(tiny_backend, r))
+
+
 def test_a_seeded_request_samples_what_it_samples_alone(tiny_backend):
     sampled = [
         Request(

@@ -1,9 +1,10 @@
 """Different prompts decoded as one batch: each row its own prompt, grammar, sampling and generator.
 
 `decode_rows` is what several executors asking the model at once need (`sample_group` shares ONE
-prompt among its rows). Each prompt is prefilled alone, so its prefill is exactly what a call of its own
-would run; the prompt caches are then left-padded to one length and joined along the batch axis, and the
-rows decode together. Every step each row appends its sampled token plus, with a grammar, the tokens
+prompt among its rows). Each prompt is prefilled as a call of its own would, except that the first tokens
+it shares with an earlier prompt of the batch (N executors on one parent share the task line and the
+program) are not run again: it starts from a copy of that prompt's cache cut to them. The prompt caches
+are then left-padded to one length and joined along the batch axis, and the rows decode together. Every step each row appends its sampled token plus, with a grammar, the tokens
 its grammar forces next (jump-forward, as `sample_group` does for a lone row), so rows advance by
 different numbers of tokens: the step's input is right-padded, and an attention mask marks every
 padded slot of the cache as absent, while position ids count each row's real tokens only. A row thus
@@ -46,16 +47,55 @@ class Row:
     sample: Sample = field(default_factory=Sample)
 
 
-def _prefill(model: Any, prompt_ids: list[int]) -> tuple[torch.Tensor, DynamicCache]:
-    """The last logits of a prompt run alone, and its cache."""
+SHARED_MIN = 16
+"""Prompts of one batch that begin with at least this many tokens in common run those tokens once."""
+
+
+def _prefill(
+    model: Any, prompt_ids: list[int], cache: DynamicCache | None = None
+) -> tuple[torch.Tensor, DynamicCache]:
+    """The last logits of a prompt, and its cache; given `cache` (its first tokens' cache), only the
+    rest of the prompt runs."""
     device = next(model.parameters()).device
-    cache = DynamicCache(config=model.config)
+    cache = cache if cache is not None else DynamicCache(config=model.config)
     key, has_keep = _forward_keywords(type(model))
     kwargs: dict[str, Any] = {key: cache, "use_cache": True}
     if has_keep:
         kwargs["logits_to_keep"] = 1
-    logits = model(input_ids=torch.tensor([prompt_ids], device=device), **kwargs).logits
+    ids = torch.tensor([prompt_ids[cache.get_seq_length() :]], device=device)
+    logits = model(input_ids=ids, **kwargs).logits
     return logits[0, -1].float(), cache
+
+
+def _common(a: list[int], b: list[int]) -> int:
+    """The length of the prefix `a` and `b` share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def _first(model: Any, cache: DynamicCache, length: int) -> DynamicCache:
+    """A new cache of the first `length` positions of `cache`."""
+    out = DynamicCache(config=model.config)
+    for i, layer in enumerate(cache.layers):
+        out.update(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone(), i)
+    return out
+
+
+def _prefills(model: Any, prompts: list[list[int]]) -> list[tuple[torch.Tensor, DynamicCache]]:
+    """Each prompt's last logits and cache. A prompt that shares at least `SHARED_MIN` first tokens with
+    an earlier one (N executors of one parent: the same task line and program; causes and judge: the
+    same report) starts from that one's cache and runs only its own rest (at least its last token)."""
+    out: list[tuple[torch.Tensor, DynamicCache]] = []
+    for i, ids in enumerate(prompts):
+        shared, source = max(((_common(prompts[j], ids), j) for j in range(i)), default=(0, -1))
+        shared = min(shared, len(ids) - 1)
+        start = _first(model, out[source][1], shared) if shared >= SHARED_MIN else None
+        out.append(_prefill(model, ids, start))
+    return out
 
 
 def _joined(model: Any, caches: list[DynamicCache]) -> tuple[DynamicCache, torch.Tensor]:
@@ -116,7 +156,7 @@ def decode_rows(
     if not rows:
         return []
     device = next(model.parameters()).device
-    firsts, caches = zip(*(_prefill(model, r.prompt_ids) for r in rows), strict=True)
+    firsts, caches = zip(*_prefills(model, [r.prompt_ids for r in rows]), strict=True)
     cache, mask = _joined(model, list(caches))
     positions = [len(r.prompt_ids) for r in rows]  # the next real position of each row
     steps = [0] * len(rows)  # tokens each row has sampled (forced ones not counted)
