@@ -31,7 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 from pydantic import BaseModel, Field, create_model  # noqa: E402
 
-from arts.policy.backends import decoding, rows  # noqa: E402
+from arts.policy.backends import decoding, prefixes  # noqa: E402
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Request, Sampling  # noqa: E402
 from arts.policy.executor_prompt import action_prompt  # noqa: E402
@@ -117,7 +117,7 @@ def different_prompts(backend: TransformersBackend, prompt: str, n: int) -> dict
 
 def executor_prompts(backend: TransformersBackend, n: int) -> dict[str, Any]:
     """Section 6: N executors of one parent, as a round asks them; the shared first tokens run once
-    (`rows.SHARED_MIN`), or every prompt whole, or one call after another."""
+    (`prefixes.SHARED_MIN`), or every prompt whole, or one call after another."""
     files = {"solution.py": (resolve_task("circle-packing-26").root / "solution.py").read_text()}
     lines = files["solution.py"].count("\n") + 1
     names = [k for k in list_targets(files["solution.py"]).constants][:3] or ["X"]
@@ -143,20 +143,32 @@ def executor_prompts(backend: TransformersBackend, n: int) -> dict[str, Any]:
     ]
     backend.generate(requests[0].prompt, sampling=Sampling(max_tokens=1), schema=edit)  # the grammar once
     tokens = [len(backend.encode_prompt(r.prompt)) for r in requests]
-    alone, alone_s = timed(lambda: [backend.generate(r.prompt, 1, r.sampling, r.schema)[0] for r in requests])
-    shared, shared_s = timed(lambda: backend.generate_each(requests))
-    saved, rows.SHARED_MIN = rows.SHARED_MIN, 10**9
-    try:
-        whole, whole_s = timed(lambda: backend.generate_each(requests))
-    finally:
-        rows.SHARED_MIN = saved
-    same = [
-        a[0].token_ids == b[0].token_ids == c[0].token_ids
-        for a, b, c in zip(alone, shared, whole, strict=True)
-    ]
-    return {"prompt tokens": f"{tokens} (shared by all: {min(rows._common(*map(backend.encode_prompt, (requests[0].prompt, r.prompt))) for r in requests[1:])})",
-            "one after another": [tokens_of(alone), alone_s], "one batch, each prompt whole": [tokens_of(whole), whole_s],
-            "one batch, shared tokens once": [tokens_of(shared), shared_s], "same tokens": f"{sum(same)}/{len(same)}"}  # fmt: skip
+    first = backend.encode_prompt(requests[0].prompt)
+    shared_by_all = min(prefixes.common(first, backend.encode_prompt(r.prompt)) for r in requests[1:])
+
+    def one_after_another() -> list:
+        return [backend.generate(r.prompt, 1, r.sampling, r.schema)[0] for r in requests]
+
+    def one_batch() -> list:
+        return backend.generate_each(requests)
+
+    res: dict[str, Any] = {"prompt tokens": f"{tokens} (shared by all: {shared_by_all})"}
+    outs = []
+    for reuse in (False, True):
+        saved = prefixes.SHARED_MIN
+        prefixes.SHARED_MIN = saved if reuse else 10**9
+        try:
+            for label, fn in (("one after another", one_after_another), ("one batch", one_batch)):
+                backend.prefixes.clear()
+                out, seconds = timed(fn)
+                how = "shared tokens once" if reuse else "each prompt whole"
+                res[f"{label}, {how}"] = [tokens_of(out), seconds]
+                outs.append(out)
+        finally:
+            prefixes.SHARED_MIN = saved
+    same = [len({tuple(o[i][0].token_ids) for o in outs}) == 1 for i in range(len(requests))]
+    res["same tokens"] = f"{sum(same)}/{len(same)}"
+    return res
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -257,12 +269,14 @@ def report(res: dict[str, Any]) -> None:
             else:
                 print(f"  {label:22s} {value:.3f}" if isinstance(value, float) else f"  {label:22s} {value}")
     if "executor_prompts" in res:
-        _, (_, alone_s), (_, whole_s), (_, shared_s), _ = res["executor_prompts"].values()
+        figures = res["executor_prompts"]
+        alone_s, whole_s, alone_shared_s, shared_s = (figures[k][1] for k in list(figures)[1:5])
         print(
-            f"\nexecutor prompts, seconds one after another / one batch with shared tokens once: {alone_s / shared_s:.2f}"
+            f"\nexecutor prompts, seconds one after another, whole / one batch, shared once: {alone_s / shared_s:.2f}"
         )
+        print(f"executor prompts, seconds one batch, whole / shared once: {whole_s / shared_s:.2f}")
         print(
-            f"executor prompts, seconds one batch of whole prompts / with shared tokens once: {whole_s / shared_s:.2f}"
+            f"executor prompts, seconds one after another, whole / shared once: {alone_s / alone_shared_s:.2f}"
         )
     if "different_prompts" in res:
         (_, alone_s), (_, batch_s), _ = res["different_prompts"].values()

@@ -14,7 +14,7 @@ import pytest
 import torch
 from pydantic import BaseModel, Field, create_model
 
-from arts.policy.backends import weights
+from arts.policy.backends import prefixes, weights
 from arts.policy.backends.decoding import completion_logprobs
 from arts.policy.backends.registry import BACKENDS
 from arts.policy.backends.transformers import TransformersBackend
@@ -136,8 +136,12 @@ def test_usage_counts_one_prefill_per_prompt(tiny_backend):
     out = tiny_backend.generate(["a", "bb"], n=3, sampling=Sampling(max_tokens=4, seed=1), purpose="propose")
     assert [len(group) for group in out] == [3, 3]
     (usage,) = seen
-    prompt_tokens = [len(tiny_backend.encode_prompt(p)) for p in ("a", "bb")]
-    assert usage.prompt_tokens == 3 * sum(prompt_tokens) and usage.cached_tokens == 2 * sum(prompt_tokens)
+    ids = [tiny_backend.encode_prompt(p) for p in ("a", "bb")]
+    prompt_tokens = [len(i) for i in ids]
+    shared = prefixes.common(*ids)  # the chat template's system prompt: "bb" starts from "a"'s cache
+    assert shared >= prefixes.SHARED_MIN
+    assert usage.prompt_tokens == 3 * sum(prompt_tokens)
+    assert usage.cached_tokens == 2 * sum(prompt_tokens) + shared  # n - 1 samples share each prefill
     assert usage.completion_tokens == sum(c.completion_tokens for g in out for c in g)
     assert usage.purpose == "propose" and usage.wall_s > 0 and usage.backend == "transformers"
 

@@ -32,6 +32,7 @@ import xgrammar as xgr
 from transformers import DynamicCache
 
 from arts.policy.backends.grammar import fill_and_apply, unpack_bitmask
+from arts.policy.backends.prefixes import Prefixes, start
 from arts.policy.base import Sampling
 
 
@@ -44,6 +45,8 @@ class Sample:
     finish_reason: str = "length"
     """'stop' (stop token, stop string, or the grammar completed), 'length' or 'error'."""
     error: str | None = None
+    cached: int = 0
+    """Prompt tokens whose cache an earlier prompt's gave (`prefixes`), not run for this sample."""
 
 
 def hf_model(model: Any) -> Any:
@@ -137,8 +140,10 @@ def sample_group(
     bitmask: torch.Tensor | None = None,
     stop_hit: Callable[[list[int]], bool] | None = None,
     jump_forward: bool = True,
+    kept: Prefixes | None = None,
 ) -> list[Sample]:
-    """N completions of one prompt from a shared prefill (see the module docstring).
+    """N completions of one prompt from a shared prefill (see the module docstring); with `kept`, the
+    prompt starts from the kept call sharing the most first tokens with it, and is kept (`prefixes`).
 
     With `matchers` (one per row, plus a bitmask of at least n rows) decoding is grammar-constrained
     and ends when the grammar terminates; `stop_hit(token_ids)` reports a stop string in a row's text.
@@ -147,10 +152,15 @@ def sample_group(
     """
     model = hf_model(model)
     device = next(model.parameters()).device
-    cache = DynamicCache(config=model.config)
-    prompt = torch.tensor([prompt_ids], device=device)
+    begun = start(model, prompt_ids, kept.sources) if kept is not None else None
+    cache = begun if begun is not None else DynamicCache(config=model.config)
+    reused = cache.get_seq_length()
+    prompt = torch.tensor([prompt_ids[reused:]], device=device)
     logits = _forward(model, prompt, cache, logits_to_keep=1)[:, -1].float().expand(n, -1).clone()
+    if kept is not None:
+        kept.keep(model, prompt_ids, cache)
     samples = [Sample() for _ in range(n)]
+    samples[0].cached = reused
     active = list(range(n))  # row r of the batch is sample active[r]
     expanded = False  # the prompt's cache is copied only for the rows that outlive their first token
     for step in range(sampling.max_tokens):

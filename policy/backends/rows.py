@@ -3,8 +3,8 @@
 `decode_rows` is what several executors asking the model at once need (`sample_group` shares ONE
 prompt among its rows). Each prompt is prefilled as a call of its own would, except that the first tokens
 it shares with an earlier prompt of the batch (N executors on one parent share the task line and the
-program) are not run again: it starts from a copy of that prompt's cache cut to them. The prompt caches
-are then left-padded to one length and joined along the batch axis, and the rows decode together. Every step each row appends its sampled token plus, with a grammar, the tokens
+program) or with a kept call are not run again (`prefixes`). The prompt caches are then left-padded to
+one length and joined along the batch axis, and the rows decode together. Every step each row appends its sampled token plus, with a grammar, the tokens
 its grammar forces next (jump-forward, as `sample_group` does for a lone row), so rows advance by
 different numbers of tokens: the step's input is right-padded, and an attention mask marks every
 padded slot of the cache as absent, while position ids count each row's real tokens only. A row thus
@@ -32,6 +32,7 @@ from transformers import DynamicCache
 
 from arts.policy.backends.decoding import Sample, _forced, _forward_keywords, choose_tokens, hf_model
 from arts.policy.backends.grammar import fill_and_apply
+from arts.policy.backends.prefixes import Prefixes, start
 from arts.policy.base import Sampling
 
 
@@ -45,10 +46,6 @@ class Row:
     matcher: xgr.GrammarMatcher | None = None
     stop_hit: Callable[[list[int]], bool] | None = None
     sample: Sample = field(default_factory=Sample)
-
-
-SHARED_MIN = 16
-"""Prompts of one batch that begin with at least this many tokens in common run those tokens once."""
 
 
 def _prefill(
@@ -67,34 +64,20 @@ def _prefill(
     return logits[0, -1].float(), cache
 
 
-def _common(a: list[int], b: list[int]) -> int:
-    """The length of the prefix `a` and `b` share."""
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
-def _first(model: Any, cache: DynamicCache, length: int) -> DynamicCache:
-    """A new cache of the first `length` positions of `cache`."""
-    out = DynamicCache(config=model.config)
-    for i, layer in enumerate(cache.layers):
-        out.update(layer.keys[:, :, :length].clone(), layer.values[:, :, :length].clone(), i)
-    return out
-
-
-def _prefills(model: Any, prompts: list[list[int]]) -> list[tuple[torch.Tensor, DynamicCache]]:
-    """Each prompt's last logits and cache. A prompt that shares at least `SHARED_MIN` first tokens with
-    an earlier one (N executors of one parent: the same task line and program; causes and judge: the
-    same report) starts from that one's cache and runs only its own rest (at least its last token)."""
-    out: list[tuple[torch.Tensor, DynamicCache]] = []
+def _prefills(
+    model: Any, prompts: list[list[int]], kept: Prefixes | None
+) -> list[tuple[torch.Tensor, DynamicCache, int]]:
+    """Each prompt's last logits, cache and how many of its tokens it reused: a prompt starts from the
+    earlier prompt of the batch or the kept call (`kept`) that shares the most first tokens with it
+    (`prefixes`), and is kept in turn."""
+    out: list[tuple[torch.Tensor, DynamicCache, int]] = []
     for i, ids in enumerate(prompts):
-        shared, source = max(((_common(prompts[j], ids), j) for j in range(i)), default=(0, -1))
-        shared = min(shared, len(ids) - 1)
-        start = _first(model, out[source][1], shared) if shared >= SHARED_MIN else None
-        out.append(_prefill(model, ids, start))
+        sources = [(prompts[j], out[j][1]) for j in range(i)] + (kept.sources if kept else [])
+        begun = start(model, ids, sources)
+        logits, cache = _prefill(model, ids, begun)
+        if kept is not None:
+            kept.keep(model, ids, cache)
+        out.append((logits, cache, begun.get_seq_length() if begun is not None else 0))
     return out
 
 
@@ -149,14 +132,18 @@ def decode_rows(
     stop_ids: set[int],
     bitmask: torch.Tensor | None,
     jump_forward: bool = True,
+    kept: Prefixes | None = None,
 ) -> list[Sample]:
     """Decode every row to its end as one batch (see the module docstring); `bitmask` holds at least
-    one row per entry of `rows`. Returns the rows' samples, in order."""
+    one row per entry of `rows`; `kept`: the prompt caches of earlier calls to start from, and keep
+    these in (`prefixes`). Returns the rows' samples, in order."""
     model = hf_model(model)
     if not rows:
         return []
     device = next(model.parameters()).device
-    firsts, caches = zip(*_prefills(model, [r.prompt_ids for r in rows]), strict=True)
+    firsts, caches, reused = zip(*_prefills(model, [r.prompt_ids for r in rows], kept), strict=True)
+    for row, n in zip(rows, reused, strict=True):
+        row.sample.cached = n
     cache, mask = _joined(model, list(caches))
     positions = [len(r.prompt_ids) for r in rows]  # the next real position of each row
     steps = [0] * len(rows)  # tokens each row has sampled (forced ones not counted)

@@ -27,6 +27,7 @@ from pydantic import BaseModel
 
 from arts.policy.backends.decoding import Sample, completion_logprobs, sample_group
 from arts.policy.backends.grammar import GrammarCache
+from arts.policy.backends.prefixes import Prefixes
 from arts.policy.backends.registry import BACKENDS
 from arts.policy.backends.rows import Row, decode_rows
 from arts.policy.backends.weights import DEFAULT_MODEL, resolve_model
@@ -101,6 +102,8 @@ class TransformersBackend:
         self._grammars: GrammarCache | None = None
         self.jump_forward = True
         """Append the text a grammar forces without sampling it token by token (scripts/bench_backends.py)."""
+        self.prefixes = Prefixes()
+        """Latest prompt caches without an adapter, to start similar prompts from (budget 0: off)."""
 
     @property
     def model(self) -> Any:
@@ -160,11 +163,11 @@ class TransformersBackend:
                 ids = self.encode_prompt(prompt)
                 self._check_length(len(ids), sampling.max_tokens)
                 t0 = time.perf_counter()
-                samples = self._sample(ids, n, sampling, schema, generator)
+                samples = self._sample(ids, n, sampling, schema, generator, adapter)
                 wall = time.perf_counter() - t0
                 out.append([self._completion(s, len(ids), wall, sampling, schema) for s in samples])
                 usage.prompt_tokens += n * len(ids)
-                usage.cached_tokens += (n - 1) * len(ids)
+                usage.cached_tokens += (n - 1) * len(ids) + samples[0].cached
                 usage.completion_tokens += sum(len(s.token_ids) for s in samples)
         usage.wall_s = time.perf_counter() - start
         self._report(usage)
@@ -179,12 +182,12 @@ class TransformersBackend:
             mine = [i for i, r in enumerate(requests) if r.adapter == adapter]
             with self._adapter(adapter):
                 for i, completions in zip(
-                    mine, self._decode_together([requests[i] for i in mine]), strict=True
+                    mine, self._decode_together([requests[i] for i in mine], adapter), strict=True
                 ):
                     out[i] = completions
         return out
 
-    def _decode_together(self, requests: list[Request]) -> list[list[Completion]]:
+    def _decode_together(self, requests: list[Request], adapter: str | None) -> list[list[Completion]]:
         rows: list[Row] = []
         owners: list[int] = []
         for k, r in enumerate(requests):
@@ -200,19 +203,23 @@ class TransformersBackend:
                 owners.append(k)
         start = time.perf_counter()
         bitmask = self.grammars.bitmask(len(rows)) if any(r.schema for r in requests) else None
+        kept = self.prefixes if adapter is None else None
         samples = decode_rows(
-            self._base, rows, stop_ids=self.stop_ids, bitmask=bitmask, jump_forward=self.jump_forward
-        )
+            self._base, rows, stop_ids=self.stop_ids, bitmask=bitmask, jump_forward=self.jump_forward, kept=kept
+        )  # fmt: skip
         wall = (time.perf_counter() - start) / max(len(rows), 1)  # the batch's time, shared by its rows
         out: list[list[Completion]] = [[] for _ in requests]
+        cached = [0] * len(requests)
         for k, row, sample in zip(owners, rows, samples, strict=True):
             r = requests[k]
             out[k].append(self._completion(sample, len(row.prompt_ids), wall, row.sampling, r.schema))
-        for r, completions in zip(requests, out, strict=True):
+            cached[k] += sample.cached
+        for r, completions, reused in zip(requests, out, cached, strict=True):
             usage = Usage(
                 backend=self.name, model=r.adapter or self.model_id, purpose=r.purpose, adapter=r.adapter
             )
             usage.prompt_tokens = sum(c.prompt_tokens for c in completions)
+            usage.cached_tokens = reused
             usage.completion_tokens = sum(c.completion_tokens for c in completions)
             usage.wall_s = sum(c.wall_s for c in completions)
             self._report(usage)
@@ -247,6 +254,7 @@ class TransformersBackend:
         sampling: Sampling,
         schema: type[BaseModel] | None,
         generator: torch.Generator,
+        adapter: str | None = None,
     ) -> list[Sample]:
         matchers = bitmask = stop_hit = None
         if schema is not None:
@@ -256,6 +264,7 @@ class TransformersBackend:
         return sample_group(
             self._base, ids, n, sampling, stop_ids=self.stop_ids, generator=generator,
             matchers=matchers, bitmask=bitmask, stop_hit=stop_hit, jump_forward=self.jump_forward,
+            kept=self.prefixes if adapter is None else None,
         )  # fmt: skip
 
     def _completion(
