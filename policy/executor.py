@@ -100,7 +100,8 @@ class ExecutorConfig(BaseModel):
     compass: bool = True
     """With value menus, a directed `increase X` / `decrease X` takes the next step of a compass search
     on X: the first value on its side of the menu not yet evaluated, coarse to fine (x2, x1.25, x1.1,
-    x4 up; x0.5, x0.8, x0.9, x0.25 down), not the model's pick. The 135M default picks by the digits:
+    x4 up; x0.5, x0.8, x0.9, x0.25 down), not the model's pick; once 3 moves of one step size from a
+    parent have all failed to beat it, the next start one size finer (`search.compass`). The 135M default picks by the digits:
     it favoured the smaller values (x1.25 up, x0.25 down) whatever the menu's order, so a circle-packing
     MARGIN crept up by a quarter per round in 2 of 2 runs (1.075, against 1.35-1.56 where probes doubled it)."""
     max_anchors: int = Field(40, ge=2)
@@ -166,12 +167,14 @@ class Executor:
         known: Callable[[dict[str, str]], str | None] | None = None,
         tried: str = "",
         share: tuple[int, int] | None = None,
+        level: int = 0,
     ) -> ExecutorResult:
         """Edit `files` until `validate` says valid, or `max_actions` model calls or `max_evals`
         evaluations are spent. `known(files)` names an earlier evaluation of exactly these files (such an
         edit is rejected before an evaluation is spent); `tried` lists earlier edits and their scores;
         `share` = (i, k): this is the i-th of k executors running the same hypothesis at once, and each
-        menu offers its i-th share (`policy.step_menus`)."""
+        menu offers its i-th share (`policy.step_menus`); `level`: the compass's step level on these
+        files (`search.compass`)."""
         cfg, out = self.config, ExecutorResult(files=dict(files))
         focus, last_error, current, evals = editable[0], "", dict(files), 0
         seen: dict[str, str] = {}  # programs evaluated during this run -> what they gave
@@ -184,7 +187,9 @@ class Executor:
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
             named = mentioned(hypothesis, work) if step < cfg.narrow_actions else set()
-            m = step_menus(work, current, known, seen, sides, cfg.ops, cfg.value_menu, share, cfg.compass)
+            m = step_menus(
+                work, current, known, seen, sides, cfg.ops, cfg.value_menu, share, cfg.compass, level
+            )
             menus, keywords, swaps, rewrites = m.constants, m.keywords, m.swaps, m.rewrites
             if step < cfg.narrow_actions and move and move[0] == "swap" and swaps.get(move[1]):
                 keywords = {}  # `swap c`: not a keyword of c, which the same narrowing would offer

@@ -75,6 +75,19 @@ def value_menu(value: int | float) -> list[int | float]:
     return sorted({v for v in out if v != value}, key=lambda v: (_step_rank(value, v), v))
 
 
+STEP_LEVELS = ((2.0, 0.5), (1.25, 0.8), (1.1, 0.9), (4.0, 0.25))
+"""The compass's step sizes up and down, coarse to fine, then the extreme one (`ExecutorConfig.compass`)."""
+
+
+def step_level(value: int | float, new: int | float) -> int:
+    """The index of the `STEP_LEVELS` entry nearest (in log scale) to a move from `value` to `new`; 0 for
+    a move from zero or across it."""
+    if value == 0 or new / value <= 0:
+        return 0
+    r = math.log(new / value)
+    return min(range(len(STEP_LEVELS)), key=lambda i: min(abs(r - math.log(f)) for f in STEP_LEVELS[i]))
+
+
 def _step_rank(value: int | float, new: int | float) -> float:
     """How far a move from `value` to `new` is from a doubling or a halving, in log scale (0 for x2 and
     x0.5); a move from zero or across zero ranks by magnitude alone."""

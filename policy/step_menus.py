@@ -8,7 +8,8 @@ program at once (a round's experiments run together, `search.overlap`) would all
 answer alike, each answer but one then refused as already being evaluated; with `share` = (i, k) the
 i-th of them sees every k-th entry of each menu from the i-th on (the whole menu where its share is
 empty), so their first answers differ. With `compass`, a constant a directed hypothesis moves offers
-its next step only (the harness's compass search, `ExecutorConfig.compass`).
+its next step only (the harness's compass search, `ExecutorConfig.compass`), no coarser than the step
+level the harness reached on this parent (`search.compass`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 
 from arts.policy.calls import call_sites, keyword_menus
 from arts.policy.edits import constant_menus, program_key, return_menus
+from arts.policy.menus import step_level
 from arts.policy.scientist import directed_target
 from arts.policy.swaps import swap_menus, swap_sites
-from arts.policy.targets import Targets, list_targets
+from arts.policy.targets import Targets, list_targets, number
 
 
 @dataclass
@@ -44,10 +46,12 @@ def step_menus(
     value_menu: bool,
     share: tuple[int, int] | None = None,
     compass: bool = False,
+    level: int = 0,
 ) -> StepMenus:
     """The menus of one step over the editable files `work` of the program `current` (see the module
     docstring); with `compass`, a constant moved one way (`sides`) offers only its next step: the first
-    entry of its share (`ExecutorConfig.compass`)."""
+    entry of its share at step level `level` or finer (`menus.STEP_LEVELS`), else its first entry
+    (`ExecutorConfig.compass`)."""
     fresh = _fresh(current, known, seen)
     menus = StepMenus(
         constants=constant_menus(work, fresh, sides) if value_menu else None,
@@ -58,8 +62,18 @@ def step_menus(
     if share is not None and share[1] > 1:
         menus = _shared(menus, _part(share))
     if compass and menus.constants is not None:
-        menus.constants = {k: v[:1] if k in sides else v for k, v in menus.constants.items()}
+        now = {k: number(src) for t in work.values() for k, src in list_targets(t).constants.items()}
+        menus.constants = {
+            k: _next_step(v, now.get(k), level) if k in sides else v for k, v in menus.constants.items()
+        }
     return menus
+
+
+def _next_step(menu: list, value: int | float | None, level: int) -> list:
+    """The compass's next step in `menu` (ordered coarse to fine): its first entry at `level` or finer."""
+    if value is None or level <= 0:
+        return menu[:1]
+    return [v for v in menu if step_level(value, v) >= level][:1] or menu[:1]
 
 
 def _shared(menus: StepMenus, part: Callable[[list], list]) -> StepMenus:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arts.policy.executor import mentioned, program_key
-from arts.search import diagnose
+from arts.search import compass, diagnose
 from arts.search.agents import Agents
 from arts.search.investigation.reports import memory_entry
 from arts.search.ledger import Ledger
@@ -274,6 +274,7 @@ class Lab:
             known=self.known_programs(),
             tried=tried_edits(self.state, names, self.task.normalise),
             share=share,
+            level=compass.level(self.state, parent, self.task.normalise),
         )
         node.files, node.transcript = result.files, result.transcript
         node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens

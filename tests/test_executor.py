@@ -366,6 +366,18 @@ def test_a_directed_hypothesis_takes_the_next_compass_step_coarse_to_fine():
     assert steps == [0.2, 0.125, 0.11, 0.4] and "every value above" in result.reason
 
 
+@pytest.mark.parametrize(("level", "step"), [(0, 0.2), (1, 0.125), (2, 0.11)])
+def test_the_compass_step_starts_at_the_level_the_harness_gives(level, step):
+    """Level 1 once coarse moves from this parent have failed: `increase RADIUS` offers x1.25, not x2."""
+    backend = ScriptedBackend([set_constant("RADIUS", step)])
+    result = Executor(backend, ExecutorConfig(max_actions=1)).run(
+        "increase RADIUS", {"solution.py": PROGRAM}, ["solution.py"], Recorder(0.0), level=level
+    )
+    spec = backend.calls[0]["schema"].model_json_schema()["properties"]["value"]
+    assert (spec.get("enum") or [spec["const"]]) == [step]
+    assert result.result.valid and f"RADIUS = {step}\n" in result.files["solution.py"]
+
+
 def test_a_directed_hypothesis_with_no_value_left_that_way_ends_without_a_model_call():
     backend = ScriptedBackend([])
     ran = {PROGRAM.replace("RADIUS = 0.1", f"RADIUS = {v}") for v in (0.11, 0.125, 0.2, 0.4)}

@@ -1,0 +1,107 @@
+"""The compass's step level per parent (`search.compass`): coarse moves that all failed make the next
+ones finer, a move that beat the parent keeps the level, and `arts search` passes it to the executor."""
+
+from __future__ import annotations
+
+from arts.search import compass
+from arts.search.state import Node, SearchState
+
+SEED = "A = 0.8\nB = 2.0\nC = 10\n"
+
+
+def _state(
+    moves: list[tuple[str, float, float | None]], parent_score: float = -1.0
+) -> tuple[SearchState, Node]:
+    """A parent and one child per (constant, value, score or None for a failed program)."""
+    state = SearchState()
+    parent = Node(
+        id=1,
+        parent=None,
+        files={"solution.py": SEED},
+        status="seed",
+        score=parent_score,
+        raw_score=parent_score,
+    )
+    state.nodes[1] = parent
+    for i, (name, value, score) in enumerate(moves, start=2):
+        t = {
+            "action": {"op": "set_constant", "name": name, "value": value},
+            "valid": score is not None,
+            "score": score,
+        }
+        state.nodes[i] = Node(
+            id=i,
+            parent=1,
+            files={},
+            transcript=[t],
+            status="valid" if score is not None else "invalid",
+            score=score,
+            raw_score=score,
+        )
+    return state, parent
+
+
+def same(x):
+    return x
+
+
+def test_three_failed_coarse_moves_make_the_next_finer():
+    state, parent = _state([("A", 1.6, -2.0), ("B", 1.0, None), ("C", 20, -1.5)])
+    assert compass.level(state, parent, same) == 1
+
+
+def test_fewer_failures_or_a_win_keep_the_level():
+    state, parent = _state([("A", 1.6, -2.0), ("B", 1.0, -3.0)])
+    assert compass.level(state, parent, same) == 0
+    state, parent = _state([("A", 1.6, -2.0), ("B", 1.0, -3.0), ("C", 20, -1.5), ("A", 0.4, -0.5)])
+    assert compass.level(state, parent, same) == 0  # x0.5 beat the parent: coarse steps still pay
+
+
+def test_failed_fine_moves_go_finer_still_but_never_to_the_extreme_steps():
+    coarse = [("A", 1.6, -2.0), ("B", 1.0, -3.0), ("C", 20, -1.5)]
+    middle = [("A", 1.0, -2.0), ("B", 1.6, -3.0), ("C", 8, -1.5)]  # x1.25, x0.8, x0.8
+    fine = [("A", 0.88, -2.0), ("B", 1.8, -3.0), ("C", 11, -1.5)]  # x1.1, x0.9, x1.1
+    assert compass.level(*_state(coarse + middle), same) == 2
+    assert compass.level(*_state(coarse + middle + fine), same) == 2
+
+
+def test_a_probe_counts_as_a_move_of_its_size():
+    """A probe node carries its one edit without a per-edit result: the node's own is used."""
+    state, parent = _state([("A", 1.6, -2.0), ("B", 1.0, -3.0)])
+    probe = Node(
+        id=9,
+        parent=1,
+        files={},
+        transcript=[{"action": {"op": "set_constant", "name": "C", "value": 5}, "applied": True}],
+        status="valid",
+        score=-4.0,
+        raw_score=-4.0,
+        axis="probe",
+    )
+    state.nodes[9] = probe
+    assert compass.level(state, parent, same) == 1
+
+
+def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch):
+    """Through `arts search`: each experiment's executor gets the level of its own parent."""
+    from arts.policy.executor import Executor
+    from arts.search.cli import main
+    from tests.test_search import RuleBackend, make_task
+
+    backend = RuleBackend()
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    asked: list[int] = []
+    monkeypatch.setattr(
+        compass, "level", lambda state, parent, normalise: asked.append(parent.id) or parent.id
+    )
+    given: list[int] = []
+    run = Executor.run
+
+    def spy(self, *args, **kwargs):
+        given.append(kwargs["level"])
+        return run(self, *args, **kwargs)
+
+    monkeypatch.setattr(Executor, "run", spy)
+    argv = ["search", str(make_task(tmp_path / "task")), "--run-dir", str(tmp_path / "run"), "--group", "2"]
+    assert main([*argv, "--budget.evals", "4", "--workers", "1"]) == 0
+    assert given and given == asked  # the level of the parent each experiment started from
