@@ -11,6 +11,7 @@ import time
 
 from arts.search.context import Run
 from arts.search.methods.base import Method
+from arts.search.methods.proposals import calls_at_once
 from arts.search.report import live_update
 from arts.search.state import Insight
 from arts.search.summary import finish
@@ -38,24 +39,31 @@ def run_search(run: Run, method: Method) -> dict:
 
 
 def audit(run: Run) -> None:
-    """The first R scientist calls read the material, the seed program and the evaluator; no expansion."""
-    done = len(run.ledger.events("audit"))
-    for i in range(done, run.cfg.scientist.audits):
-        run.phase(f"audit {i + 1}/{run.cfg.scientist.audits}")
-        t0 = time.time()
-        notes, c = run.agents.scientist.audit(audit_context(run, i), seed=run.seeds.audit(i))
-        run.ledger.event("audit", index=i, ok=notes is not None, error=c.error, seconds=time.time() - t0)
-        if notes is None:
-            run.log(f"audit {i + 1}: unusable answer ({c.error})")
-            continue
-        for label, text in (
-            ("metric", notes.metric),
-            ("structure", notes.structure),
-            ("weakness", notes.weakness),
-        ):
-            run.ledger.add(Insight(text=f"{label}: {text}", kind="audit", round=0))
-        run.log(f"audit {i + 1}: done")
-        run.said(f"audit {i + 1}: metric: {notes.metric[:80]} | weakness: {notes.weakness[:80]}")
+    """The first R scientist calls read the material, the seed program and the evaluator; no expansion.
+    They are independent, so they are asked at once (`calls_at_once`); each is stored as it ends."""
+    done, audits = len(run.ledger.events("audit")), run.cfg.scientist.audits
+    if done >= audits:
+        return
+    run.phase(f"audit {done + 1}-{audits}/{audits}" if audits - done > 1 else f"audit {audits}/{audits}")
+    with calls_at_once(run, run.agents.scientist, "audit") as together:
+        together([lambda i=i: audit_one(run, i) for i in range(done, audits)])
+
+
+def audit_one(run: Run, i: int) -> None:
+    t0 = time.time()
+    notes, c = run.agents.scientist.audit(audit_context(run, i), seed=run.seeds.audit(i))
+    run.ledger.event("audit", index=i, ok=notes is not None, error=c.error, seconds=time.time() - t0)
+    if notes is None:
+        run.log(f"audit {i + 1}: unusable answer ({c.error})")
+        return
+    for label, text in (
+        ("metric", notes.metric),
+        ("structure", notes.structure),
+        ("weakness", notes.weakness),
+    ):
+        run.ledger.add(Insight(text=f"{label}: {text}", kind="audit", round=0))
+    run.log(f"audit {i + 1}: done")
+    run.said(f"audit {i + 1}: metric: {notes.metric[:80]} | weakness: {notes.weakness[:80]}")
 
 
 def audit_context(run: Run, i: int) -> str:

@@ -13,8 +13,10 @@ So the state is never touched by two threads, and what overlaps is exactly what 
 - evaluations: up to `workers` run at once, each in its own sandboxed process, while the model answers
   the other experiments.
 Nodes are created before the threads start (ids in pick order), results are committed as they arrive,
-and a program another experiment is evaluating counts as already run (`search.lab`). Not reproduced:
-the exact order of a round's commits, which depends on how long each evaluation takes.
+and a program another experiment is evaluating counts as already run (`search.lab`). After a batch,
+the threads take the harness back in the order of their requests, so calls that overlap without
+evaluations (a round's analysis) write the store in the same order every run. Not reproduced: the
+exact order of a round's commits, which depends on how long each evaluation takes.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class Overlap:
         self._threads: set[int] = set()
         self._let_go: dict[int, threading.Event] = {}  # thread -> set once it first lets go
         self._usages: deque = deque()  # usage records of decoded batches, until a thread holds the harness
+        self._turns: deque[_Slot] = deque()  # the latest batch's requests whose threads wait for the harness
         self._sink: Callable | None = None
         self.batches: list[int] = []
         """The size of every batch decoded (for tests and the progress line)."""
@@ -137,8 +140,9 @@ class Overlap:
 
     # -- what a thread waits on ------------------------------------------------------------------------
     @contextmanager
-    def _away(self, evaluating: bool) -> Iterator[None]:
-        """The harness lock let go for the block (an evaluation counted as such)."""
+    def _away(self, evaluating: bool, slot: _Slot | None = None) -> Iterator[None]:
+        """The harness lock let go for the block (an evaluation counted as such); a model call's thread
+        takes it back in its turn: the order of its request in the batch (`_turns`)."""
         self.harness.release()
         self._let_go[threading.get_ident()].set()
         if evaluating:
@@ -151,7 +155,16 @@ class Overlap:
             if evaluating:
                 with self._cv:
                     self._evaluating -= 1
+            if slot is not None:
+                with self._cv:
+                    while slot in self._turns and self._turns[0] is not slot:
+                        self._cv.wait()
             self.harness.acquire()
+            if slot is not None:
+                with self._cv:
+                    if slot in self._turns:
+                        self._turns.remove(slot)
+                    self._cv.notify_all()
             self._flush()
 
     def _flush(self) -> None:
@@ -172,7 +185,7 @@ class Overlap:
         if not self.inside():
             return generate_each(self.backend, [request])[0]
         slot = _Slot(request)
-        with self._away(evaluating=False):
+        with self._away(evaluating=False, slot=slot):
             with self._cv:
                 self._pending.append(slot)
                 self._cv.notify_all()
@@ -200,6 +213,7 @@ class Overlap:
             except BaseException as e:  # each waiting experiment gets the error of its call
                 results = e
             with self._cv:
+                self._turns = deque(batch)  # the threads take the harness back in the batch's order
                 for i, s in enumerate(batch):
                     s.done = True
                     if isinstance(results, BaseException):

@@ -190,12 +190,14 @@ def test_workers_1_runs_the_experiments_one_after_another(tmp_path, monkeypatch)
 
 def test_attribution_and_comparison_are_asked_at_once(tmp_path, monkeypatch):
     """Neither reads the other's answer: the causes, the judge and the comparison decode as one batch,
-    the critic (which reads the causes) after; the decisions still route and apply."""
+    the critic (which reads the causes) after; the decisions still route and apply. The audits before
+    the first round are independent too."""
     backend, _, state = search(tmp_path, monkeypatch, workers=1)
     assert ["causes", "judge", "compare"] in backend.batch_purposes
     assert ["critic"] in backend.batch_purposes
-    events = [e.payload for e in state.events.values() if e.kind == "overlap" and e.payload.get("step")]
-    assert events and all(e["step"] == "analysis" for e in events)
+    steps = [e.payload.get("step") for e in state.events.values() if e.kind == "overlap"]
+    assert "analysis" in steps and steps[0] == "audit"
+    assert backend.batch_purposes[0] == ["audit", "audit"]  # the two audits, at once
     routed = [e.payload for e in state.events.values() if e.kind == "routing"]
     assert routed and all(e["ok"] for e in routed)
     compared = [e.payload for e in state.events.values() if e.kind == "comparison"]
@@ -244,7 +246,7 @@ def test_executors_of_one_move_on_one_parent_answer_from_disjoint_shares(tmp_pat
     values = [n.transcript[0]["action"]["value"] for n in increases]
     assert len(values) >= 2 and len(set(values)) == len(values)
     assert all(len(n.transcript) == 1 for n in increases)  # no answer refused, none asked again
-    events = [e.payload for e in state.events.values() if e.kind == "overlap"]
+    events = [e.payload for e in state.events.values() if e.kind == "overlap" and "workers" in e.payload]
     assert events[0]["batches"][0] == 3
 
 
@@ -272,3 +274,22 @@ def test_a_bench_share_of_the_cores_sets_the_default_workers(monkeypatch):
     assert default_workers() == 3
     monkeypatch.setenv(CORES_VAR, "")
     assert default_workers() >= 1
+
+
+def test_after_a_batch_the_threads_go_on_in_the_order_they_asked():
+    """The thread that decodes a batch is the last to ask; it still goes on after the others, so calls
+    that overlap without evaluations write the store in the same order every run."""
+    for _ in range(20):
+        overlap, order = Overlap(Batching(), workers=1), []
+
+        def job(i: int):
+            def go():
+                overlap.generate(Request(str(i)))
+                order.append(i)
+                overlap.generate(Request(f"{i}-again"))
+                order.append(10 + i)
+
+            return go
+
+        overlap.run([job(i) for i in range(3)])
+        assert order == [0, 1, 2, 10, 11, 12]

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from arts.policy.candidates import Candidate
 from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action, directed_target
@@ -260,18 +261,22 @@ def at_once(run: Run, workers: int, jobs: list) -> list[Node]:
 
 
 @contextmanager
-def analysis_at_once(run: Run) -> Iterator[Callable[[list], list]]:
-    """Runs independent analysis calls at once: an `Overlap` on the analyst's backend (its own calls
-    decode as one batch, or go to a server together), yielded as its `run`."""
-    analyst = run.agents.analyst
-    overlap = Overlap(analyst.backend, 1)
-    analyst.backend = OverlapBackend(overlap)
+def calls_at_once(run: Run, agent: Any, step: str) -> Iterator[Callable[[list], list]]:
+    """Runs independent calls of `agent` (the analyst, the scientist) at once: an `Overlap` on its
+    backend (its calls decode as one batch, or go to a server together), yielded as its `run`."""
+    overlap = Overlap(agent.backend, 1)
+    agent.backend = OverlapBackend(overlap)
     try:
         yield overlap.run
     finally:
-        analyst.backend = overlap.backend
+        agent.backend = overlap.backend
         if overlap.batches:
-            run.ledger.event("overlap", round=run.round, step="analysis", batches=overlap.batches)
+            run.ledger.event("overlap", round=run.round, step=step, batches=overlap.batches)
+
+
+def analysis_at_once(run: Run) -> Any:
+    """The analyst's independent calls of a round (attribution, comparison) at once."""
+    return calls_at_once(run, run.agents.analyst, "analysis")
 
 
 def run_probe(run: Run, name: str) -> list[Node]:
