@@ -279,17 +279,17 @@ def test_a_bench_share_of_the_cores_sets_the_default_workers(monkeypatch):
 def test_after_a_batch_the_threads_go_on_in_the_order_they_asked():
     """The thread that decodes a batch is the last to ask; it still goes on after the others, so calls
     that overlap without evaluations write the store in the same order every run."""
+
+    def job(overlap: Overlap, order: list[int], i: int):
+        def go():
+            overlap.generate(Request(str(i)))
+            order.append(i)
+            overlap.generate(Request(f"{i}-again"))
+            order.append(10 + i)
+
+        return go
+
     for _ in range(20):
         overlap, order = Overlap(Batching(), workers=1), []
-
-        def job(i: int):
-            def go():
-                overlap.generate(Request(str(i)))
-                order.append(i)
-                overlap.generate(Request(f"{i}-again"))
-                order.append(10 + i)
-
-            return go
-
-        overlap.run([job(i) for i in range(3)])
+        overlap.run([job(overlap, order, i) for i in range(3)])
         assert order == [0, 1, 2, 10, 11, 12]
