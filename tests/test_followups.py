@@ -89,6 +89,21 @@ def test_a_protocol_fix_on_a_scored_node_remeasures_it(tmp_path, rules):
     assert all(state.nodes[r["node"]].status == "valid" for r in remeasured)  # a stable measurement stands
 
 
+def test_after_a_reproduced_measurement_a_doubted_one_is_implemented_again_not_repeated(tmp_path, rules):
+    rules.cause = ("design", "major")
+    cfg = _cfg(tmp_path, budget={"evals": 14}, attribution={"window": 2, "min_slope": 1.0})
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    (remeasured,) = _events(state, "remeasure")  # the first doubt is checked, and the score comes again
+    assert remeasured["first"] == remeasured["second"]
+    later = [e for e in _events(state, "follow_up") if e["ran"] > remeasured["round"]]
+    assert later and all(e["step"] == "repair" for e in later)  # no evaluation spent on the same score
+    for e in later:
+        doubted, node = state.nodes[e["node"]], state.nodes[e["result"]]
+        assert node.parent == doubted.parent and node.follows == doubted.id  # from the doubted node's parent
+        assert node.files != doubted.files and "reproducible" in node.instructions
+
+
 def test_an_unstable_measurement_keeps_the_worse_score(tmp_path, rules):
     task = make_task(tmp_path / "noisy")
     noisy = "import random\n" + (task / "evaluate.py").read_text().replace(
