@@ -5,6 +5,7 @@ the run folder, so a bench spreads over a cluster and a restarted driver resumes
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,20 @@ from typing import Any
 from arts.search.bench.worker import PARENT_VAR
 from arts.search.overlap import CORES_VAR
 
+NODE_LINE = "bench job on Ray node"
+"""How the job's log (`bench.log` in its run folder) begins each attempt: where on the cluster it ran."""
+
 
 def _bench_job(run_dir: str, log_file: str, threads: int) -> int:
     """One bench search on a Ray worker: the bench's worker process on the run folder; its exit code."""
+    import ray
+
     env = dict(os.environ) | {PARENT_VAR: str(os.getpid())}  # the worker dies with this task
     env.setdefault("OMP_NUM_THREADS", str(threads))
     env[CORES_VAR] = str(threads)
+    node = ray.get_runtime_context().get_node_id()
     with open(log_file, "a") as log:
+        print(f"{NODE_LINE} {node} (host {socket.gethostname()}, pid {os.getpid()})", file=log, flush=True)
         return subprocess.run(
             [sys.executable, "-m", "arts.search.bench.worker", run_dir],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, check=False,
