@@ -7,11 +7,12 @@ seconds (round start to the next), the seconds of its experiments (the draw to t
 evaluation), of its analysis (from there to the round's end: attribution, comparison) and its
 evaluations. With
 `--sleep S` the task's evaluation first sleeps S seconds (a copy of the task with a wrapper evaluator),
-which makes it evaluation-bound, for the evaluations-per-hour figure. One run each: a benchmark of a
+which makes it evaluation-bound, for the evaluations-per-hour figure. `--method mutate` measures the
+worker pool alone (no model: each round's edits are drawn, then evaluated at once). One run each: a benchmark of a
 shared machine, quoted as ratios; the two runs' experiments differ once their sampling order does.
 
 Usage: .venv/bin/python scripts/bench_overlap.py [--task weighted-completion] [--group 4] [--rounds 2]
-       [--workers 2] [--sleep 0] [--seed 0] [--out DIR] [--json out.json]
+       [--workers 2] [--sleep 0] [--seed 0] [--method arts|mutate] [--out DIR] [--json out.json]
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def slow_copy(task: str, sleep: float, out: Path) -> Path:
 
 
 def rounds(run: Path) -> list[dict]:
-    """Per round: seconds, experiment seconds (draw to its last evaluation), evaluations."""
+    """Per round: seconds, experiment seconds (draw, or the round's start without one, to its last
+    evaluation), evaluations."""
     with Store.open(run, create=False) as store:
         events = sorted(store.load_state().events.values(), key=lambda e: e.id)
     starts = [(e.payload["round"], e) for e in events if e.kind == "round_start"]
@@ -72,7 +74,7 @@ def rounds(run: Path) -> list[dict]:
     for k, (r, start) in enumerate(starts):
         end_id = starts[k + 1][1].id if k + 1 < len(starts) else events[-1].id + 1
         inside = [e for e in events if start.id <= e.id < end_id]
-        draws = [e.ts for e in inside if e.kind == "draw"]
+        draws = [e.ts for e in inside if e.kind == "draw"] or [start.ts]
         evals = [e.ts for e in inside if e.kind == "eval"]
         if not draws or not evals:
             continue
@@ -112,13 +114,20 @@ def run(args: argparse.Namespace) -> dict:
     out = Path(args.out or tempfile.mkdtemp(prefix="bench-overlap-"))
     out.mkdir(parents=True, exist_ok=True)
     task = str(slow_copy(args.task, args.sleep, out)) if args.sleep > 0 else args.task
-    res: dict = {"task": args.task, "sleep_s": args.sleep, "group": args.group, "runs": {}}
+    res: dict = {
+        "task": args.task,
+        "method": args.method,
+        "sleep_s": args.sleep,
+        "group": args.group,
+        "runs": {},
+    }
     for workers in (1, args.workers):
         run_dir = out / f"workers-{workers}"
         if run_dir.exists():
             shutil.rmtree(run_dir)
         argv = ["search", task, "--run-dir", str(run_dir), "--group", str(args.group), "--seed", str(args.seed),
-                "--budget.evals", str(args.group * args.rounds), "--workers", str(workers)]  # fmt: skip
+                "--budget.evals", str(args.group * args.rounds), "--workers", str(workers),
+                "--method", args.method]  # fmt: skip
         with one_call_at_a_time(workers == 1):
             code = arts(argv)
         if code != 0:
@@ -146,7 +155,8 @@ def report(res: dict, workers: int) -> None:
             f"{3600 * evals / max(seconds, 1e-9):.0f} evals/hour"
         )
     (s1, e1, a1, n1), (sw, ew, aw, nw) = totals[1], totals[workers]
-    print(f"\nanalysis seconds, at once / one after another: {aw / max(a1, 1e-9):.2f}")
+    if res["method"] == "arts":
+        print(f"\nanalysis seconds, at once / one after another: {aw / max(a1, 1e-9):.2f}")
     print(f"round seconds per evaluation, workers {workers} / 1: {(sw / max(nw, 1)) / (s1 / max(n1, 1)):.2f}")
     print(
         f"experiment seconds per evaluation, workers {workers} / 1: {(ew / max(nw, 1)) / (e1 / max(n1, 1)):.2f}"
@@ -164,6 +174,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--workers", type=int, default=2, help="the worker count compared with 1")
     p.add_argument("--sleep", type=float, default=0.0, help="seconds each evaluation sleeps first")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--method", default="arts", choices=["arts", "mutate"])
     p.add_argument("--out", default=None, help="where the runs go (default a temporary folder)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)

@@ -124,7 +124,7 @@ class SearchConfig(BaseModel):
     workers: int | None = Field(None, ge=1)
     """Evaluations at once while a round's experiments run together (`search.overlap`); 1: one by one.
     Their model calls are decoded as one batch. Default: the cores available (a bench's share of them),
-    where the executor's backend can decode several prompts together; else 1."""
+    where the executor's backend can decode several prompts together, and for `mutate` (no model); else 1."""
     scientist_model: ModelConfig = ModelConfig()
     executor_model: ModelConfig = ModelConfig()
     budget: BudgetConfig = BudgetConfig()

@@ -293,3 +293,25 @@ def test_after_a_batch_the_threads_go_on_in_the_order_they_asked():
         overlap, order = Overlap(Batching(), workers=1), []
         overlap.run([job(overlap, order, i) for i in range(3)])
         assert order == [0, 1, 2, 10, 11, 12]
+
+
+def test_mutate_with_workers_evaluates_a_rounds_edits_at_once(tmp_path):
+    """No model: the round's edits are drawn first, then evaluated on the workers together."""
+    task = make_task(tmp_path / "task")
+    evaluate = task / "evaluate.py"
+    evaluate.write_text("import time\ntime.sleep(1.0)\n" + evaluate.read_text())
+    overlaps = {}
+    for workers in (1, 2):
+        run = tmp_path / f"run{workers}"
+        argv = ["search", str(task), "--method", "mutate", "--run-dir", str(run), "--group", "2",
+                "--budget.evals", "4", "--workers", str(workers)]  # fmt: skip
+        assert main(argv) == 0
+        with Store.open(run, create=False) as store:
+            state = store.load_state()
+        spans = sorted((e.ts - e.payload["wall_s"], e.ts) for e in state.events.values() if e.kind == "eval")
+        assert len(spans) == 4
+        overlaps[workers] = sum(a[1] > b[0] for a, b in zip(spans, spans[1:]))  # one began before one ended
+        nodes = [n for n in state.nodes.values() if n.parent is not None]
+        programs = [json.dumps(n.files, sort_keys=True) for n in nodes]
+        assert len(nodes) == 4 and len(set(programs)) == 4  # four different edits, none evaluated twice
+    assert overlaps[1] == 0 and overlaps[2] >= 1

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from arts.policy.edits import EditError, apply_edit
+from pydantic import BaseModel
+
+from arts.policy.edits import EditError, apply_edit, program_key
 from arts.policy.mutation import random_edit
 from arts.search.context import Run
+from arts.search.lab import Edit
 from arts.search.methods.base import method
-from arts.search.methods.proposals import propose, run_group
+from arts.search.methods.proposals import evals_left, propose, run_group
+from arts.search.overlap import Overlap, default_workers
 from arts.search.state import Node
 
 
@@ -68,11 +72,18 @@ def random_round(run: Run) -> None:
 
 @method("mutate", uses_model=False)
 def mutate_round(run: Run) -> None:
-    """Random edits from the best node (`mutate_from_best`) or a random valid one; no model is called."""
+    """Random edits from the best node (`mutate_from_best`) or a random valid one; no model is called.
+    With more than one worker (`SearchConfig.workers`, default the cores available) the round's `group`
+    edits are drawn first and evaluated at once, as arts's experiments are (`search.overlap`): on an
+    evaluation-bound task the pool, not the draws, sets the pace. With one, each edit is drawn after the
+    previous one's result, from the best node as it then stands."""
     cfg = run.cfg.baselines
+    workers = run.cfg.workers or default_workers()
+    drawn: list[tuple[Node, Edit]] = []
+    taken: set = set()
     for _ in range(run.cfg.group):
-        if run.stop_reason(within_round=True):
-            return
+        if run.stop_reason(within_round=True) or (drawn and len(drawn) >= evals_left(run)):
+            break
         valid = run.state.valid_nodes()
         parent = run.state.best() if run.rng.random() < cfg.mutate_from_best else run.rng.choice(valid)
         parent = parent or valid[0]
@@ -80,21 +91,55 @@ def mutate_round(run: Run) -> None:
             random_edit(parent.files, run.rng)
         except EditError as e:  # nothing here to mutate: no node, and no loop of empty rounds
             run.meter.halt(f"mutate: {e}")
-            return
+            break
+        if workers > 1:
+            drawn.append((parent, _mutation(run, parent, _draw(run, parent, taken))))
+            continue
+        run.lab.expand(parent, "random mutation", "mutation", edit=_mutation(run, parent))
+    if drawn:
+        waiting = [
+            (run.lab.begin(parent, "random mutation", "mutation"), parent, edit) for parent, edit in drawn
+        ]
+        overlap = Overlap(None, workers)
+        run.lab.overlap = overlap
+        try:
+            overlap.run([lambda w=w: run.lab.finish(w[0], w[1], edit=w[2]) for w in waiting])
+        finally:
+            run.lab.overlap = None
 
-        def edit(node: Node, workdir, parent=parent) -> Node:
-            for _attempt in range(cfg.mutate_attempts):
-                try:
-                    action = random_edit(parent.files, run.rng)
-                    files = apply_edit(parent.files, action)
-                except EditError:
-                    continue
-                if run.lab.known_programs()(files):  # draw again rather than spend a node on a rerun
-                    continue
-                node.files, node.hypothesis, node.axis = files, action.model_dump_json()[:140], "mutation"
-                node.transcript = [{"action": action.model_dump()}]
-                return run.lab.score(node, run.lab.evaluate(files, workdir))
+
+Drawn = tuple[BaseModel, dict[str, str]] | None
+"""A random edit and the program it makes; None when no attempt gave a new program."""
+
+
+def _draw(run: Run, parent: Node, taken: set | None = None) -> Drawn:
+    """A random edit of `parent` whose program the run has not evaluated (nor drawn: `taken`)."""
+    for _attempt in range(run.cfg.baselines.mutate_attempts):
+        try:
+            action = random_edit(parent.files, run.rng)
+            files = apply_edit(parent.files, action)
+        except EditError:
+            continue
+        key = program_key(files)
+        if run.lab.known_programs()(files) or (taken is not None and key in taken):
+            continue  # draw again rather than spend a node on a rerun
+        if taken is not None:
+            taken.add(key)
+        return action, files
+    return None
+
+
+def _mutation(run: Run, parent: Node, drawn: Drawn | str = "now") -> Edit:
+    """The lab's edit of a mutation node: the `drawn` edit, or one drawn when the node runs ("now")."""
+
+    def edit(node: Node, workdir) -> Node:
+        pick = _draw(run, parent) if drawn == "now" else drawn
+        if pick is None:
             node.status, node.reason = "invalid", "no applicable random edit"
             return node
+        action, files = pick
+        node.files, node.hypothesis, node.axis = files, action.model_dump_json()[:140], "mutation"
+        node.transcript = [{"action": action.model_dump()}]
+        return run.lab.score(node, run.lab.evaluate(files, workdir))
 
-        run.lab.expand(parent, "random mutation", "mutation", edit=edit)
+    return edit
