@@ -3,7 +3,8 @@
 Three comparisons, one run each (a benchmark of a shared laptop, not a statistics exercise):
   1. one greedy completion: the backend's own loop vs `model.generate` (tokens/s and their ratio);
   2. N samples of one long prompt: shared prefill (the backend) vs `num_return_sequences=N` vs N
-     separate backend calls;
+     separate backend calls, each prompt whole or from the kept cache of the first (`--only samples`:
+     sections 1 and 2);
   3. grammar-constrained vs unconstrained sampling, with the time spent filling and applying the
      grammar masks measured per generated token;
   4. one scientist proposal (K=3 candidates, the search's own schema) with and without jump-forward
@@ -14,7 +15,7 @@ Three comparisons, one run each (a benchmark of a shared laptop, not a statistic
      prompts run their shared first tokens once, one batch without that, and one call after another.
 
 Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
-       [--max-tokens 60] [--threads 1] [--only rows|executors] [--json out.json]
+       [--max-tokens 60] [--threads 1] [--only samples|rows|executors] [--json out.json]
 """
 
 from __future__ import annotations
@@ -95,6 +96,30 @@ def tokens_of(groups: list[list[Any]]) -> int:
     return sum(c.completion_tokens for group in groups for c in group)
 
 
+def n_samples(backend: TransformersBackend, prompt: str, n: int, max_tokens: int) -> dict[str, Any]:
+    """Section 2: N samples of one prompt: one call (the prompt's tokens run once), `num_return_sequences`,
+    and N separate calls, each prompt whole (no kept prompt caches) or from the first call's kept cache."""
+    sampled = Sampling(temperature=1.0, max_tokens=max_tokens, seed=0)
+    backend.prefixes.clear()  # every row runs the prompt from scratch, but for the kept-cache one
+    shared, shared_s = timed(lambda: backend.generate(prompt, n=n, sampling=sampled))
+    nrs, nrs_s = timed(lambda: bare_generate(backend, prompt, n, max_tokens, sample=True))
+    seeds = [sampled.model_copy(update={"seed": i}) for i in range(n)]
+    out: dict[str, Any] = {
+        "shared prefill": [tokens_of(shared), shared_s],
+        "num_return_sequences": [nrs, nrs_s],
+    }
+    saved = prefixes.SHARED_MIN
+    for label, reuse in (("separate calls, whole", False), ("separate calls, kept", True)):
+        backend.prefixes.clear()
+        prefixes.SHARED_MIN = saved if reuse else 10**9
+        try:
+            separate, seconds = timed(lambda: [backend.generate(prompt, sampling=s)[0][0] for s in seeds])
+        finally:
+            prefixes.SHARED_MIN = saved
+        out[label] = [sum(c.completion_tokens for c in separate), seconds]
+    return out
+
+
 def different_prompts(backend: TransformersBackend, prompt: str, n: int) -> dict[str, Any]:
     """Section 5: N prompts of different lengths and schemas, batched vs one after another."""
     words = prompt.split()
@@ -108,7 +133,9 @@ def different_prompts(backend: TransformersBackend, prompt: str, n: int) -> dict
     ]
     for r in requests:  # compile every grammar once
         backend.generate(r.prompt, sampling=Sampling(max_tokens=1), schema=r.schema)
+    backend.prefixes.clear()  # both rows start without kept caches (the prompts begin alike)
     alone, alone_s = timed(lambda: [backend.generate(r.prompt, 1, r.sampling, r.schema)[0] for r in requests])
+    backend.prefixes.clear()
     together, together_s = timed(lambda: backend.generate_each(requests))
     same = [a[0].token_ids == b[0].token_ids for a, b in zip(alone, together, strict=True)]
     return {"one after another": [tokens_of(alone), alone_s], "one batch": [tokens_of(together), together_s],
@@ -180,6 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "threads": torch.get_num_threads(),
     }
     backend.generate("warm up", sampling=Sampling(max_tokens=2))
+    backend.prefixes.clear()
     res["prefill_s"] = timed(lambda: backend.generate(prompt, sampling=Sampling(max_tokens=1)))[1]
     if args.only == "rows":
         res["different_prompts"] = different_prompts(backend, prompt, n)
@@ -189,20 +217,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return res
 
     greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
+    backend.prefixes.clear()  # on equal terms with model.generate: no kept cache of this prompt
     own, own_s = timed(lambda: backend.generate(prompt, sampling=greedy))
     bare, bare_s = timed(lambda: bare_generate(backend, prompt, 1, max_tokens, sample=False))
     res["greedy"] = {"backend": [tokens_of(own), own_s], "model.generate": [bare, bare_s]}
-
-    sampled = Sampling(temperature=1.0, max_tokens=max_tokens, seed=0)
-    shared, shared_s = timed(lambda: backend.generate(prompt, n=n, sampling=sampled))
-    nrs, nrs_s = timed(lambda: bare_generate(backend, prompt, n, max_tokens, sample=True))
-    seeds = [sampled.model_copy(update={"seed": i}) for i in range(n)]
-    separate, separate_s = timed(lambda: [backend.generate(prompt, sampling=s)[0][0] for s in seeds])
-    res["n_samples"] = {
-        "shared prefill": [tokens_of(shared), shared_s],
-        "num_return_sequences": [nrs, nrs_s],
-        "separate calls": [sum(c.completion_tokens for c in separate), separate_s],
-    }
+    res["n_samples"] = n_samples(backend, prompt, n, max_tokens)
+    if args.only == "samples":
+        return res
 
     mask_s = [0.0]
     original = decoding.fill_and_apply
@@ -285,6 +306,13 @@ def report(res: dict[str, Any]) -> None:
         return
     (own_t, own_s), (bare_t, bare_s) = res["greedy"].values()
     print(f"\nbackend / model.generate tokens/s ratio (greedy): {(own_t / own_s) / (bare_t / bare_s):.2f}")
+    samples = {k: v[1] for k, v in res["n_samples"].items()}
+    for other in ("num_return_sequences", "separate calls, whole", "separate calls, kept"):
+        print(
+            f"N samples, seconds {other} / shared prefill: {samples[other] / samples['shared prefill']:.2f}"
+        )
+    if "jump_forward" not in res:
+        return
     (_, slow_s), (_, fast_s) = res["jump_forward"].values()
     print(f"proposal seconds, token by token / jump-forward: {slow_s / fast_s:.2f}")
 
@@ -298,9 +326,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument(
         "--only",
-        choices=["rows", "executors"],
+        choices=["samples", "rows", "executors"],
         default=None,
-        help="run only section 5 (rows: different prompts) or 6 (executors: prompts of one parent)",
+        help="run only sections 1-2 (samples: one prompt), 5 (rows: different prompts) or 6 (executors)",
     )
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
