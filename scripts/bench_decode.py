@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     def with_backend(model: Any):
         def go() -> int:
             backend._base = model
+            backend.prefixes.clear()  # the prompt runs every time, as it does for model.generate
             try:
                 return backend.generate(PROMPT, sampling=greedy)[0][0].completion_tokens
             finally:
