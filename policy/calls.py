@@ -194,3 +194,20 @@ def keyword_menus(
             if menus:
                 out[site.name] = menus
     return out
+
+
+def numeric_keywords(files: dict[str, str]) -> dict[tuple[str, str], int | float]:
+    """(call, keyword) → the number the keyword has in that call (the literal it passes, else the
+    parameter's default), for every keyword with a menu whose value is a number (not a bool): what a
+    directed `increase k` or `decrease k` moves (`policy.step_menus.direction`)."""
+    out: dict[tuple[str, str], int | float] = {}
+    for path, text in files.items():
+        for site in call_sites(text) if path.endswith(".py") else ():
+            params = {p.name: p for p in site.signature.params}
+            for kw in site.menus:
+                value = _current(site.node, kw)
+                if value is NOTHING and kw in params:
+                    value = params[kw].default
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    out.setdefault((site.name, kw), value)
+    return out

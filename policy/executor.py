@@ -193,7 +193,7 @@ class Executor:
             menus, keywords, swaps, rewrites = m.constants, m.keywords, m.swaps, m.rewrites
             if step < cfg.narrow_actions and move and move[0] == "swap" and swaps.get(move[1]):
                 keywords = {}  # `swap c`: not a keyword of c, which the same narrowing would offer
-            if menus is not None and any(not menus.get(name) for name in sides):
+            if any(not _side_left(name, menus, keywords) for name in sides):
                 way = "above" if max(sides.values()) > 0 else "below"
                 last_error = (
                     f"every value {way} the current {', '.join(sides)} in its menu has been evaluated"
@@ -347,3 +347,12 @@ class Executor:
             return ""
         entry["feedback"] = feedback(result, self.config.feedback_chars)
         return f"the edit applied, but the evaluation failed: {entry['feedback']}"
+
+
+def _side_left(
+    name: str, constants: dict[str, list] | None, keywords: dict[str, dict[str, list[str]]]
+) -> bool:
+    """Whether the constant or keyword a directed hypothesis moves still has a value on its side."""
+    if constants is not None and name in constants:
+        return bool(constants[name])
+    return any(kws.get(name) for kws in keywords.values()) or constants is None

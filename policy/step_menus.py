@@ -3,12 +3,12 @@
 Each step recomputes the menus of the program as it is now (`policy.edits`, `policy.calls`,
 `policy.swaps`), less the programs already evaluated in this run or the search (`fresh`): a small
 model otherwise repeats a rejected value until its actions run out. A directed hypothesis keeps only
-the values on its side of a constant (`direction`). Executors running the same hypothesis on the same
+the values on its side of a constant or of a numeric keyword argument (`direction`). Executors running the same hypothesis on the same
 program at once (a round's experiments run together, `search.overlap`) would all see the same menus and
 answer alike, each answer but one then refused as already being evaluated; with `share` = (i, k) the
 i-th of them sees every k-th entry of each menu from the i-th on (the whole menu where its share is
-empty), so their first answers differ. With `compass`, a constant a directed hypothesis moves offers
-its next step only (the harness's compass search, `ExecutorConfig.compass`), no coarser than the step
+empty), so their first answers differ. With `compass`, a constant or numeric keyword a directed
+hypothesis moves offers its next step only (the harness's compass search, `ExecutorConfig.compass`), no coarser than the step
 level the harness reached on this parent (`search.compass`).
 """
 
@@ -18,7 +18,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arts.policy.calls import call_sites, keyword_menus
+from arts.policy.calls import call_sites, keyword_menus, numeric_keywords
 from arts.policy.edits import constant_menus, program_key, return_menus
 from arts.policy.menus import step_level
 from arts.policy.scientist import directed_target
@@ -53,9 +53,10 @@ def step_menus(
     entry of its share at step level `level` or finer (`menus.STEP_LEVELS`), else its first entry
     (`ExecutorConfig.compass`)."""
     fresh = _fresh(current, known, seen)
+    bases = numeric_keywords(work) if sides else {}
     menus = StepMenus(
         constants=constant_menus(work, fresh, sides) if value_menu else None,
-        keywords=keyword_menus(work, fresh) if "set_keyword" in ops else {},
+        keywords=_sided(keyword_menus(work, fresh), bases, sides) if "set_keyword" in ops else {},
         swaps=swap_menus(work, fresh) if "swap_call" in ops else {},
         rewrites=return_menus(work, fresh) if value_menu and "set_return" in ops else None,
     )
@@ -66,7 +67,43 @@ def step_menus(
         menus.constants = {
             k: _next_step(v, now.get(k), level) if k in sides else v for k, v in menus.constants.items()
         }
+    if compass:
+        menus.keywords = {
+            call: {
+                k: _next_entry(m, bases[call, k], level) if (call, k) in bases and k in sides else m
+                for k, m in kws.items()
+            }
+            for call, kws in menus.keywords.items()
+        }  # fmt: skip
     return menus
+
+
+def _next_entry(menu: list[str], value: int | float, level: int) -> list[str]:
+    """`_next_step` over a keyword's menu of number sources (`_sided` left only numbers)."""
+    numbers = [number(x) for x in menu]
+    step = _next_step(numbers, value, level)
+    return [menu[numbers.index(step[0])]] if step else menu
+
+
+def _sided(
+    keywords: dict[str, dict[str, list[str]]],
+    bases: dict[tuple[str, str], int | float],
+    sides: dict[str, int],
+) -> dict[str, dict[str, list[str]]]:
+    """Keyword menus with a numeric keyword a directed hypothesis moves (`sides`) cut to the numbers on
+    its side of the call's value; calls left without a menu dropped."""
+    out = {}
+    for call, kws in keywords.items():
+        kept = {}
+        for k, menu in kws.items():
+            if (call, k) in bases and k in sides:
+                base = bases[call, k]
+                menu = [x for x in menu if (v := number(x)) is not None and (v - base) * sides[k] > 0]
+            if menu:
+                kept[k] = menu
+        if kept:
+            out[call] = kept
+    return out
 
 
 def _next_step(menu: list, value: int | float | None, level: int) -> list:
@@ -107,10 +144,13 @@ def _fresh(
 
 
 def direction(hypothesis: str, files: dict[str, str]) -> dict[str, int]:
-    """The numeric constant a directed hypothesis moves and which way (+1 up, -1 down): `increase BATCH`
-    gives {"BATCH": 1}; empty when the hypothesis names no direction of a numeric constant of `files`."""
+    """The numeric constant or keyword argument a directed hypothesis moves and which way (+1 up, -1
+    down): `increase BATCH` gives {"BATCH": 1}; empty when the hypothesis names no direction of a
+    numeric constant of `files` or of a keyword whose value in a call is a number."""
     move = directed_target(hypothesis)
-    if move is None or move[0] not in ("increase", "decrease") or move[1] not in constant_menus(files):
+    if move is None or move[0] not in ("increase", "decrease"):
+        return {}
+    if move[1] not in constant_menus(files) and move[1] not in {k for _, k in numeric_keywords(files)}:
         return {}
     return {move[1]: 1 if move[0] == "increase" else -1}
 

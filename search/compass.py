@@ -1,4 +1,5 @@
-"""The compass's step level on a parent: how fine the next directed move of one of its constants starts.
+"""The compass's step level on a parent: how fine the next directed move of one of its constants (or
+numeric keyword arguments) starts.
 
 A compass search polls each direction with one step size and halves the size once a whole poll fails.
 Here the scientist chooses which constant and which way; the harness keeps the step size per parent.
@@ -14,6 +15,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
+from arts.policy.calls import numeric_keywords
 from arts.policy.menus import step_level
 from arts.policy.targets import list_targets, number
 from arts.search.state import Node, SearchState
@@ -23,14 +25,16 @@ GIVE_UP = 3
 
 
 def moves(state: SearchState, parent: Node, normalise: Callable[[float | None], float | None]):
-    """(level, whether it beat the parent) of each evaluated one-constant move from `parent`: the
-    executor's evaluated edits, and probes (a node with one edit and no per-edit result)."""
+    """(level, whether it beat the parent) of each evaluated move of one constant or numeric keyword
+    from `parent`: the executor's evaluated edits, and probes (a node with one edit and no per-edit
+    result)."""
     values = {
         name: number(src)
         for path, text in parent.files.items()
         if path.endswith(".py")
         for name, src in list_targets(text).constants.items()
     }
+    keywords = numeric_keywords({p: t for p, t in parent.files.items() if p.endswith(".py")})
     for n in state.nodes.values():
         if n.parent != parent.id:
             continue
@@ -39,8 +43,14 @@ def moves(state: SearchState, parent: Node, normalise: Callable[[float | None], 
             judged = [{**n.transcript[0], "valid": n.status == "valid", "score": n.raw_score}]
         for t in judged:
             action = t.get("action") or {}
-            old, new = values.get(action.get("name")), action.get("value")
-            if action.get("op") != "set_constant" or not isinstance(new, int | float) or old is None:
+            if action.get("op") == "set_keyword":
+                old = keywords.get((action.get("call"), action.get("keyword")))
+                new = number(str(action.get("value")))
+            elif action.get("op") == "set_constant":
+                old, new = values.get(action.get("name")), action.get("value")
+            else:
+                continue
+            if not isinstance(new, int | float) or isinstance(new, bool) or old is None:
                 continue
             if old == new:
                 continue

@@ -174,7 +174,9 @@ def test_arts_with_a_scripted_model_tunes_the_keywords_of_the_seeds_tree(tmp_pat
     summary = run_with_rules(cfg, tmp_path / "run")
     with Store.open(tmp_path / "run", create=False) as store:
         nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
-    assert nodes and all(n.hypothesis.startswith("tune ") for n in nodes)  # the only moves there are
+    verbs = {n.hypothesis.split()[0] for n in nodes}
+    assert nodes and verbs <= {"tune", "increase", "decrease"}  # the only moves there are
+    assert verbs & {"increase", "decrease"}  # numeric keywords (min_samples_split, ...) move like constants
     edited = [n.files["model.py"] for n in nodes if n.status == "valid"]
     assert edited and all("DecisionTreeClassifier(random_state=0, " in text for text in edited)
     assert summary["valid_nodes"] >= 2  # the seed and at least one tuned tree
@@ -192,3 +194,73 @@ def test_mutate_through_the_arts_command_sets_keyword_arguments_and_swaps_calls(
         nodes = [n for n in store.load_state().nodes.values() if n.parent is not None]
     ops = [n.transcript[0]["action"]["op"] for n in nodes]
     assert {"set_keyword", "swap_call"} <= set(ops) and {"valid"} <= {n.status for n in nodes}
+
+
+# ---- numeric keywords move like constants: a direction from the scientist, the compass's step ----
+
+KNN = """from sklearn.neighbors import KNeighborsRegressor
+
+
+def build():
+    return KNeighborsRegressor(n_neighbors=3, weights="uniform")
+"""
+
+
+def test_the_scientist_is_offered_directions_for_a_numeric_keyword_and_tune_for_a_word():
+    from arts.search.methods.targets import targets
+    from arts.search.state import Node, SearchState
+
+    state = SearchState(nodes={1: Node(id=1, files={"model.py": KNN}, status="seed", score=0.3)})
+    moves = targets(state, lambda files: None)
+    assert moves["n_neighbors"] == ("increase", "decrease") and moves["weights"] == ("tune",)
+
+
+@pytest.mark.parametrize(
+    ("hypothesis", "level", "value"),
+    [("increase n_neighbors", 0, "6"), ("increase n_neighbors", 1, "4"), ("decrease n_neighbors", 0, "2")],
+)
+def test_a_directed_keyword_offers_the_compass_step_on_its_side(hypothesis, level, value):
+    from arts.policy.step_menus import step_menus
+
+    sides = {"n_neighbors": 1 if hypothesis.startswith("increase") else -1}
+    files = {"model.py": KNN}
+    menus = step_menus(files, files, None, {}, sides, ["set_keyword"], True, compass=True, level=level)
+    assert menus.keywords["KNeighborsRegressor"]["n_neighbors"] == [value]
+    assert len(menus.keywords["KNeighborsRegressor"]["weights"]) >= 1  # other keywords keep their menus
+
+
+def test_the_executor_moves_a_directed_keyword_that_way_and_the_edit_runs(tmp_path):
+    answer = {"op": "set_keyword", "call": "KNeighborsRegressor", "keyword": "n_neighbors", "value": "6"}
+    backend = ScriptedBackend([answer])
+    result = Executor(backend, ExecutorConfig(max_actions=1)).run(
+        "increase n_neighbors",
+        {"model.py": KNN},
+        ["model.py"],
+        lambda files: EvalResult(valid=True, score=0.0),
+    )
+    schema = json.dumps(backend.calls[0]["schema"].model_json_schema())
+    assert '"6"' in schema and '"1"' not in schema and '"2"' not in schema  # only the step up
+    (tmp_path / "model.py").write_text(result.files["model.py"])
+    code = "import model; print(model.build().get_params()['n_neighbors'])"
+    run = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "6", run.stderr
+
+
+def test_the_compass_level_counts_failed_keyword_moves():
+    from arts.search import compass
+    from arts.search.state import Node, SearchState
+
+    state = SearchState(
+        nodes={1: Node(id=1, files={"model.py": KNN}, status="seed", score=0.3, raw_score=0.3)}
+    )
+    for i, (keyword, value) in enumerate([("n_neighbors", "6"), ("p", "4"), ("p", "1")], start=2):
+        action = {"op": "set_keyword", "call": "KNeighborsRegressor", "keyword": keyword, "value": value}
+        t = {"action": action, "valid": True, "score": 0.1}
+        state.nodes[i] = Node(
+            id=i, parent=1, files={}, transcript=[t], status="valid", score=0.1, raw_score=0.1
+        )
+    assert (
+        compass.level(state, state.nodes[1], lambda x: x) == 1
+    )  # three failed x2 / x0.5 steps (p's default is 2)

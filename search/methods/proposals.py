@@ -105,10 +105,9 @@ def propose(
         moves = {name: verbs for name, verbs in moves.items() if name not in gone} or moves
     if moves and investigate and probe_budget(run):  # observation search: constants not yet probed
         seen = run.state.meta.get(probes.KEY, {})
-        moves = {
-            n: (*v, "probe") if ("increase" in v or "decrease" in v) and n not in seen else v
-            for n, v in moves.items()
-        }
+        best = run.state.best()
+        probeable = set(probes.constants(best)) - set(seen) if best else set()  # not a keyword's
+        moves = {n: (*v, "probe") if n in probeable else v for n, v in moves.items()}
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
     k = cfg.ttt.parents if cfg.ttt.enabled else cfg.scientist.parents
