@@ -3,13 +3,14 @@
 Each step recomputes the menus of the program as it is now (`policy.edits`, `policy.calls`,
 `policy.swaps`), less the programs already evaluated in this run or the search (`fresh`): a small
 model otherwise repeats a rejected value until its actions run out. A directed hypothesis keeps only
-the values on its side of a constant or of a numeric keyword argument (`direction`). Executors running the same hypothesis on the same
-program at once (a round's experiments run together, `search.overlap`) would all see the same menus and
-answer alike, each answer but one then refused as already being evaluated; with `share` = (i, k) the
-i-th of them sees every k-th entry of each menu from the i-th on (the whole menu where its share is
-empty), so their first answers differ. With `compass`, a constant or numeric keyword a directed
-hypothesis moves offers its next step only (the harness's compass search, `ExecutorConfig.compass`), no coarser than the step
-level the harness reached on this parent (`search.compass`).
+the values on its side of a constant or of a numeric keyword argument (`direction`). Executors running
+the same hypothesis on the same program at once (a round's experiments run together, `search.overlap`)
+would all see the same menus and answer alike, each answer but one then refused as already being
+evaluated; with `share` = (i, k) the i-th of them sees every k-th entry of each menu from the i-th on
+(the whole menu where its share is empty), so their first answers differ. With `compass`, a constant
+or numeric keyword a directed hypothesis moves offers its next step only (the harness's compass
+search, `ExecutorConfig.compass`), no coarser than the step level the harness reached on this parent
+(`search.compass`).
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ evaluation), of its analysis (from there to the round's end: attribution, compar
 evaluations. With
 `--sleep S` the task's evaluation first sleeps S seconds (a copy of the task with a wrapper evaluator),
 which makes it evaluation-bound, for the evaluations-per-hour figure. `--method mutate` measures the
-worker pool alone (no model: each round's edits are drawn, then evaluated at once). One run each: a benchmark of a
-shared machine, quoted as ratios; the two runs' experiments differ once their sampling order does.
+worker pool alone (no model: each round's edits are drawn, then evaluated at once). One run each: a
+benchmark of a shared machine, quoted as ratios; the two runs' experiments differ once their sampling
+order does.
 
 Usage: .venv/bin/python scripts/bench_overlap.py [--task weighted-completion] [--group 4] [--rounds 2]
        [--workers 2] [--sleep 0] [--seed 0] [--method arts|mutate] [--out DIR] [--json out.json]
