@@ -443,6 +443,36 @@ def test_each_candidate_gets_its_own_share_of_the_targets():
     assert [list(m) for m in spread({"A": ("rewrite",), "B": ("decrease",)}, 3)] == [["A"], ["B"], ["A"]]
 
 
+def test_a_share_led_by_a_swap_holds_swaps_only():
+    moves = {"Tree": ("swap",), "a": ("increase",), "b": ("decrease",), "c": ("increase",), "Sum": ("swap",)}
+    assert [list(m) for m in spread(moves, 3)] == [["Tree", "Sum"], ["a", "c"], ["b"]]
+    assert [list(m) for m in spread({"Tree": ("swap",), "a": ("increase",)}, 3)] == [
+        ["Tree"],
+        ["a"],
+        ["Tree"],
+    ]
+
+
+def test_on_the_breast_cancer_seed_one_candidate_can_only_swap_the_tree():
+    """The real targets of the built-in seed: the tree's numeric keywords move like constants, and the
+    swap, which leads them, gets a candidate whose grammar admits nothing else."""
+    from arts.policy.scientist import directed_pattern
+    from arts.search.methods.targets import targets
+    from arts.search.state import SearchState
+    from arts.tasks.base import BUILTIN_DIR
+
+    files = {"model.py": (BUILTIN_DIR / "breast-cancer-tree" / "model.py").read_text()}
+    state = SearchState(nodes={1: Node(id=1, files=files, status="seed", score=0.91)})
+    moves = targets(state, lambda files: None)
+    assert list(moves)[0] == "DecisionTreeClassifier" and "increase" in moves["min_samples_leaf"]
+    first, *rest = spread(moves, 5)
+    assert first == {"DecisionTreeClassifier": ("swap",)}
+    assert re.fullmatch(directed_pattern(first), "swap DecisionTreeClassifier for a forest")
+    assert not re.fullmatch(directed_pattern(first), "increase min_samples_leaf")
+    assert all("DecisionTreeClassifier" not in share for share in rest)
+    assert {n for share in spread(moves, 5) for n in share} == set(moves)  # every target is still offered
+
+
 def test_a_directed_run_spreads_a_round_over_the_targets_and_starts_from_the_best_node(tmp_path, rules):
     task = make_task(tmp_path / "task")
     (task / "solution.py").write_text("X = 1.0\nY = 2.0  # unused\n\n\ndef value():\n    return X\n")
