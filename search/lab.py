@@ -71,6 +71,10 @@ class Lab:
         """Where `evaluator` runs evaluations (`SearchConfig.evaluate_on`), recorded with each one."""
         self._interrupted: set[str] = set()
         """Program keys whose evaluation was cut off from outside: they may be evaluated again."""
+        self._attempts: dict[str, str] = {}
+        """Program key -> the node folder whose evaluation of it failed, for every attempt (a node keeps
+        only its last program), read from the run's eval events (`_failed_attempts`)."""
+        self._attempts_seen = 0  # how many of the run's events `_attempts` has read
 
     @property
     def state(self):
@@ -115,6 +119,8 @@ class Lab:
             wall_s=res.wall_s,
             reason=res.reason[:200],
             on=self.evaluate_on,
+            program=key,
+            node=workdir.name,
         )
         write_output(workdir, res)
         return res
@@ -295,11 +301,27 @@ class Lab:
             key = program_key(files)
             n = index.get(key)
             if n is None:
-                where = self._in_flight.get(key)
-                return f"{where}: being evaluated now" if where else None
+                if where := self._in_flight.get(key):
+                    return f"{where}: being evaluated now"
+                where = self._failed_attempts().get(key)
+                return f"node {where}: it failed" if where else None
             return f"node {n.id}: {'it failed' if n.status == 'invalid' else 'score ' + fmt(n.raw_score)}"
 
         return known
+
+    def _failed_attempts(self) -> dict[str, str]:
+        """Programs whose evaluation failed, whichever attempt of a node ran them. A node's files are its
+        last attempt's, so on digits a repair of a failed `l1_ratio` node spent an evaluation on the
+        program that node's first attempt had already failed with. Read from the eval events (a resumed
+        run has them), only those logged since the last call (events are only ever appended)."""
+        events = self.state.events
+        if len(events) != self._attempts_seen:
+            for e in list(events.values())[self._attempts_seen :]:
+                p = e.payload
+                if e.kind == "eval" and not p.get("valid") and not p.get("interrupted") and p.get("program"):
+                    self._attempts.setdefault(p["program"], p.get("node", "?"))
+            self._attempts_seen = len(events)
+        return self._attempts
 
     def known_node(self, files: dict[str, str], index: dict[str, Node] | None = None) -> Node | None:
         """The node that already ran exactly this program (a scored one before a failed one), if any."""

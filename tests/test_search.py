@@ -309,6 +309,25 @@ def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
     assert (tmp_path / "run" / "best" / "solution.py").is_file()
 
 
+def test_a_program_that_failed_in_any_attempt_is_not_evaluated_again_even_after_a_resume(tmp_path, rules):
+    """A node keeps only its last attempt's files; an earlier attempt that failed is still refused, by the
+    node that ran it, without spending an evaluation, also in a run resumed from its store."""
+    task = make_task(tmp_path / "task")
+    cfg = SearchConfig(task=str(task), budget={"evals": 5})
+    failing = {"solution.py": "X = 2.0\n\n\ndef value():\n    raise ValueError(X)\n"}
+    (tmp_path / "run").mkdir()
+    with Store.open(tmp_path / "run") as store:
+        lab = build_run(cfg, store, log=lambda line: None)[0].lab
+        assert not lab.evaluate(failing, tmp_path / "7").valid and lab.meter.evals == 1
+        assert lab.known_programs()(failing) == "node 7: it failed"
+        again = lab.evaluate(failing, tmp_path / "9")
+        assert again.reason == "already evaluated (node 7: it failed); not run again" and lab.meter.evals == 1
+    with Store.open(tmp_path / "run", create=False) as store:
+        lab = build_run(cfg, store, log=lambda line: None)[0].lab
+        assert lab.known_programs()(failing) == "node 7: it failed"
+        assert lab.known_programs()({"solution.py": "X = 3.0\n\n\ndef value():\n    return X\n"}) is None
+
+
 @pytest.mark.parametrize("method", ["greedy", "random", "mutate"])
 def test_baseline_methods_run_in_the_same_loop(tmp_path, rules, method):
     cfg = SearchConfig(task=str(make_task(tmp_path / "task")), method=method, group=2, budget={"evals": 4})
