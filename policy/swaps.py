@@ -35,7 +35,7 @@ from typing import Any
 
 from arts.policy.calls import imports, named_calls, remove_keyword
 from arts.policy.menus import allowed, library_signature, resolve
-from arts.policy.targets import function_nodes, parse, span
+from arts.policy.targets import constant_nodes, function_nodes, parse, span
 
 SWAP_MODULES = (
     "sklearn.ensemble", "sklearn.linear_model", "sklearn.tree", "sklearn.neighbors", "sklearn.svm",
@@ -76,13 +76,13 @@ def _public(obj: Any) -> str | None:
     return None
 
 
-def _builds(cls: type, **kwargs: Any) -> bool:
-    """Whether an estimator constructs with `kwargs` and passes its own parameter validation, without a
-    warning (a deprecated class warns when built)."""
+def _builds(cls: type, *args: Any, **kwargs: Any) -> bool:
+    """Whether an estimator constructs with `args` and `kwargs` and passes its own parameter validation,
+    without a warning (a deprecated class warns when built)."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            est = cls(**kwargs)
+            est = cls(*args, **kwargs)
             if hasattr(est, "_validate_params"):
                 est._validate_params()
         return True
@@ -191,9 +191,18 @@ def kept_keywords(qualname: str, call: ast.Call) -> list[str]:
     return out
 
 
-def _fits(qualname: str, call: ast.Call) -> bool:
+def _value(node: ast.expr, constants: dict[str, Any]) -> tuple[bool, Any]:
+    """A literal argument's value, or a module constant's when the argument names one."""
+    if isinstance(node, ast.Name):
+        return (True, constants[node.id]) if node.id in constants else (False, None)
+    return _literal(node)
+
+
+def _fits(qualname: str, call: ast.Call, constants: dict[str, Any] | None = None) -> bool:
     """Whether the call's arguments, less the dropped keywords, bind to the sibling (and, for a class
-    called with literal keywords only, whether it builds with them)."""
+    whose arguments are all literals or module constants (`constants`: name -> value), whether it builds
+    with them: on friedman, `PolynomialFeatures(DEGREE)` offered `Normalizer`, `MinMaxScaler` and
+    `LinearDiscriminantAnalysis`, and each failed its evaluation on `DEGREE` as its first parameter)."""
     obj, kept = resolve(qualname), kept_keywords(qualname, call)
     if any(isinstance(a, ast.Starred) for a in call.args) or None in kept:
         return True  # the arguments are not known here: the evaluation decides
@@ -203,9 +212,10 @@ def _fits(qualname: str, call: ast.Call) -> bool:
         return False
     except ValueError:
         return True  # no signature to bind to
-    values = [_literal(kw.value) for kw in call.keywords if kw.arg in kept]
-    if inspect.isclass(obj) and not call.args and all(ok for ok, _ in values):
-        return _builds(obj, **{kw: v for kw, (_, v) in zip(kept, values)})
+    args = [_value(a, constants or {}) for a in call.args]
+    values = [_value(kw.value, constants or {}) for kw in call.keywords if kw.arg in kept]
+    if inspect.isclass(obj) and all(ok for ok, _ in args + values):
+        return _builds(obj, *(v for _, v in args), **{kw: v for kw, (_, v) in zip(kept, values)})
     return True
 
 
@@ -227,6 +237,9 @@ def swap_sites(text: str) -> list[SwapSite]:
     if tree is None:
         return []
     names, local, bound, out = imports(tree), function_nodes(tree), _bound(tree), []
+    constants = {
+        n: v for n, node in constant_nodes(tree).items() if "#" not in n for ok, v in [_literal(node)] if ok
+    }
     for name, callee, call in named_calls(tree):
         head, _, rest = callee.partition(".")
         if callee in local or head not in names:
@@ -239,7 +252,7 @@ def swap_sites(text: str) -> list[SwapSite]:
                 written = q.rsplit(".", 1)[1]
                 if written in bound and names.get(written) != q:
                     continue  # the name means something else in this program
-            if _fits(q, call):
+            if _fits(q, call, constants):
                 menu[written] = q
         if menu:
             out.append(SwapSite(name, call, callee, menu))

@@ -72,6 +72,28 @@ def test_keywords_the_sibling_does_not_take_or_refuses_are_dropped():
     assert "return GradientBoostingClassifier(max_depth=3, random_state=0)" in out["m.py"]
 
 
+def test_a_sibling_that_refuses_a_module_constant_as_its_argument_is_not_offered():
+    """friedman's seed calls `PolynomialFeatures(DEGREE)`: a sibling is built with DEGREE's value in the
+    same place, so `Normalizer(1)` (a norm) and `MinMaxScaler(1)` (a range) are not offered, and
+    `SplineTransformer` (1 knot: too few) is offered only once DEGREE is at least 2."""
+    seed = (BUILTIN_DIR / "friedman-regression" / "model.py").read_text()
+    menu = swap_menus({"model.py": seed})["PolynomialFeatures"]
+    assert menu and not {
+        "Normalizer",
+        "MinMaxScaler",
+        "LinearDiscriminantAnalysis",
+        "SplineTransformer",
+    } & set(menu)
+    raised = swap_menus({"model.py": seed.replace("DEGREE = 1", "DEGREE = 3")})["PolynomialFeatures"]
+    assert "SplineTransformer" in raised
+    keyword = swap_menus(
+        {"model.py": seed.replace("PolynomialFeatures(DEGREE)", "PolynomialFeatures(degree=DEGREE)")}
+    )
+    assert (
+        "SplineTransformer" in keyword["PolynomialFeatures"]
+    )  # a keyword `degree` is SplineTransformer's too
+
+
 def test_a_swap_keeps_a_dotted_prefix_and_an_import_still_in_use():
     out = apply_edit({"s.py": STATS}, SwapCall(call="np.mean", to="np.median"))["s.py"]
     assert "np.median(x, axis=0)" in out and out.count("import") == 1  # median takes no dtype
