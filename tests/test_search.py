@@ -462,9 +462,11 @@ def test_each_candidate_gets_its_own_share_of_the_targets():
     assert [list(m) for m in spread({"A": ("rewrite",), "B": ("decrease",)}, 3)] == [["A"], ["B"], ["A"]]
 
 
-def test_a_share_led_by_a_swap_holds_swaps_only():
+def test_the_first_leading_swap_is_a_share_of_its_own():
     moves = {"Tree": ("swap",), "a": ("increase",), "b": ("decrease",), "c": ("increase",), "Sum": ("swap",)}
-    assert [list(m) for m in spread(moves, 3)] == [["Tree", "Sum"], ["a", "c"], ["b"]]
+    assert [list(m) for m in spread(moves, 3)] == [["Tree"], ["a", "c"], ["b", "Sum"]]
+    two = {"Scaler": ("swap",), "Knn": ("swap",), "k": ("increase",), "w": ("tune",), "p": ("increase",)}
+    assert [list(m) for m in spread(two, 3)] == [["Scaler"], ["Knn", "w"], ["k", "p"]]  # the second is not alone
     assert [list(m) for m in spread({"Tree": ("swap",), "a": ("increase",)}, 3)] == [
         ["Tree"],
         ["a"],
