@@ -30,7 +30,7 @@ from arts.policy.edits import (
     unwrap,
 )
 from arts.policy.executor_prompt import action_prompt, one_line, window
-from arts.policy.scientist import directed_target
+from arts.policy.moves import directed_target
 from arts.policy.step_menus import direction, mentioned, step_menus
 from arts.tasks.base import EvalResult
 

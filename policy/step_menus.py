@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from arts.policy.calls import call_sites, keyword_menus, numeric_keywords
 from arts.policy.edits import constant_menus, program_key, return_menus
 from arts.policy.menus import step_level
-from arts.policy.scientist import directed_target
+from arts.policy.moves import directed_target
 from arts.policy.swaps import swap_menus, swap_sites
 from arts.policy.targets import Targets, list_targets, number
 

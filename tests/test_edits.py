@@ -385,8 +385,8 @@ LISTS = "SIZES = (64, 32)\nWEIGHTS = [0.5, -1.0, 2]\nNAMES = ['a', 'b']\n\n\ndef
 
 
 def test_numbers_of_a_literal_list_or_tuple_are_targets_of_their_own():
+    from arts.policy.moves import directed_target
     from arts.policy.mutation import random_edit
-    from arts.policy.scientist import directed_target
     from arts.search.methods.targets import targets
     from arts.search.state import Node, SearchState
 

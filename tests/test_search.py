@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arts.policy.base import Completion, Usage
-from arts.policy.scientist import directed_target, spread
+from arts.policy.moves import directed_target, spread
 from arts.search.config import SearchConfig
 from arts.search.loop import run_search
 from arts.search.methods.targets import by_promise
@@ -466,7 +466,11 @@ def test_the_first_leading_swap_is_a_share_of_its_own():
     moves = {"Tree": ("swap",), "a": ("increase",), "b": ("decrease",), "c": ("increase",), "Sum": ("swap",)}
     assert [list(m) for m in spread(moves, 3)] == [["Tree"], ["a", "c"], ["b", "Sum"]]
     two = {"Scaler": ("swap",), "Knn": ("swap",), "k": ("increase",), "w": ("tune",), "p": ("increase",)}
-    assert [list(m) for m in spread(two, 3)] == [["Scaler"], ["Knn", "w"], ["k", "p"]]  # the second is not alone
+    assert [list(m) for m in spread(two, 3)] == [
+        ["Scaler"],
+        ["Knn", "w"],
+        ["k", "p"],
+    ]  # the second is not alone
     assert [list(m) for m in spread({"Tree": ("swap",), "a": ("increase",)}, 3)] == [
         ["Tree"],
         ["a"],

@@ -14,8 +14,9 @@ from pydantic import ValidationError
 
 from arts.policy.edits import EditError, SwapCall, apply_edit, edit_schema, unwrap
 from arts.policy.executor import Executor, ExecutorConfig
+from arts.policy.moves import directed_target
 from arts.policy.mutation import random_edit
-from arts.policy.scientist import directed_pattern, directed_target
+from arts.policy.scientist import directed_pattern
 from arts.policy.swaps import kept_keywords, siblings, swap_menus, swap_sites
 from arts.tasks.base import BUILTIN_DIR, EvalResult
 from tests.test_executor import ScriptedBackend

@@ -20,7 +20,7 @@ from typing import Literal
 
 from arts.policy.edits import EditError, SetConstant, apply_edit
 from arts.policy.menus import value_menu
-from arts.policy.scientist import directed_target
+from arts.policy.moves import directed_target
 from arts.policy.targets import list_targets, number
 from arts.search.investigation import space
 from arts.search.ledger import Ledger

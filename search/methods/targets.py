@@ -5,7 +5,7 @@ each numeric constant with the directions whose value menu still holds a program
 each function whose return the executor can set, and each keyword argument of a call whose menu still
 holds a program not yet evaluated (`tune k`), and each call whose callee has a sibling not yet
 evaluated (`swap c`). The order matters because each of the K candidates gets
-its own share (`policy.scientist.spread`): targets whose latest test raised the best score lead, then
+its own share (`policy.moves.spread`): targets whose latest test raised the best score lead, then
 untested ones, then the least recently tested. Not done here: the grammar itself (`policy.scientist`).
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from arts.policy.calls import keyword_menus, numeric_keywords
 from arts.policy.edits import constant_menus, return_menus
-from arts.policy.scientist import Moves, directed_target
+from arts.policy.moves import Moves, directed_target
 from arts.policy.swaps import swap_menus
 from arts.policy.targets import list_targets, number, return_functions
 from arts.search.state import Node, SearchState
