@@ -149,14 +149,20 @@ def probe() -> Isolation:
     uid_drop = bwrap_ok = False
     check = [sys.executable, "-c", "import encodings"]
     if root:
+        # orphans of our runs get reparented to us, and reap_uid reaps them; from the probe on: bwrap's
+        # inner process may outlive the outer one, and an init that does not reap would keep it as a zombie
+        # that counts against the uid's RLIMIT_NPROC
+        _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
         with uid_lease() as uid:  # the interpreter must start as that uid (it may live under a 0700 /root)
             plan = Plan(uid=uid, stubs=stubs_of(uid))
             plan.mounts = _base_mounts(_interpreter_paths(), plan.stubs)
             uid_drop = _try(check, plan)
             bwrap_ok = uid_drop and shutil.which("bwrap") is not None and _try([*_bwrap_base(), *check], plan)
+            signal_uid(uid)
+            reap_uid(uid)
             remove(plan.stubs)
-        if uid_drop:  # orphans of killed runs get reparented to us, and reap_uid reaps them
-            _libc().prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        if not uid_drop:
+            _libc().prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
     elif sys.platform == "linux" and shutil.which("bwrap"):
         bwrap_ok = _try([*_bwrap_base(), *check], Plan())
     memory_tree = root and memory_cgroup_root() is not None

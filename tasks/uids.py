@@ -44,8 +44,8 @@ def stubs_of(uid: int) -> Path:
 
 @contextlib.contextmanager
 def uid_lease() -> Iterator[int]:
-    """An unprivileged uid that no concurrent run holds (flock on its lock file) and no account uses.
-    The lock file holds b"1" while in use: finding it so means a harness died mid-run and left processes."""
+    """An unprivileged uid that no concurrent run holds (flock on its lock file), no account uses and no
+    process holds. The lock file holds b"1" while in use: finding it so means a harness died mid-run."""
     for uid in UIDS:
         with contextlib.suppress(KeyError):
             pwd.getpwuid(uid)
@@ -56,9 +56,13 @@ def uid_lease() -> Iterator[int]:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 continue
-            if os.pread(fd, 1, 0):
+            if os.pread(fd, 1, 0) or procs_of(uid):
                 signal_uid(uid)
                 reap_uid(uid)
+            if procs_of(uid):
+                # zombies whose parent is not us (an init that does not reap them) still count against
+                # RLIMIT_NPROC of the uid: a run under it could not fork, so take another
+                continue
             os.pwrite(fd, b"1", 0)
             yield uid
             os.ftruncate(fd, 0)  # skipped when the body raised: the next holder cleans up

@@ -410,3 +410,35 @@ def test_a_spawn_refused_for_a_moment_is_tried_again(tmp_path, monkeypatch):
     monkeypatch.setattr(process, "SPAWN_RETRY_S", (0.0, 0.0))
     monkeypatch.setattr(process.subprocess, "Popen", flaky)
     assert run(make_task(tmp_path)).valid and len(calls) == 3
+
+
+def test_a_uid_held_by_a_zombie_of_another_parent_is_not_leased(tmp_path):
+    """An init that does not reap leaves zombies that count against the uid's process limit: a run under that
+    uid could not fork (bwrap: "Can't fork for pid 1"), so the lease passes over it."""
+    require(probe().uid_drop, "a per-evaluation uid (root)")
+    from arts.tasks.uids import UIDS, procs_of, uid_lease
+
+    with uid_lease() as free:
+        pass
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    holder = os.fork()
+    if holder == 0:  # a parent that never reaps its child, which exits as the uid about to be leased
+        child = os.fork()
+        if child == 0:
+            os.setresuid(free, free, free)
+            os._exit(0)
+        os.write(ready_w, b"1")
+        os.read(done_r, 1)
+        os._exit(0)
+    try:
+        os.read(ready_r, 1)
+        while not any(state == "Z" for _, state, _ in procs_of(free)):
+            time.sleep(0.01)
+        with uid_lease() as uid:
+            assert uid != free and uid in UIDS
+    finally:
+        os.write(done_w, b"1")
+        os.waitpid(holder, 0)
+        for fd in (ready_r, ready_w, done_r, done_w):
+            os.close(fd)
