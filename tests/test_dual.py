@@ -131,6 +131,8 @@ def test_config_round_trips_the_new_sections(tmp_path):
 
 def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rules):
     from arts.policy.answer_schema import schema_model
+    from arts.search.bench.plan import Job
+    from arts.search.bench.results import read_run
     from arts.tasks.base import resolve_task
 
     cfg = SearchConfig.model_validate({"task": "incident-rca", "group": 2, "budget": {"rounds": 2}})
@@ -144,6 +146,9 @@ def test_an_answer_task_is_investigated_and_its_deliverable_graded(tmp_path, rul
     assert summary["best"]["test_score"] is not None  # only the hidden grader scores the answer
     assert any(o.source == "execution" for o in state.observations.values()) and state.evidence
     assert (tmp_path / "run" / "best" / "answer.json").is_file()
+    row = read_run(Job("incident-rca", "arts", 0, run_dir=tmp_path / "run"), "incident-rca").row
+    experiments = [n for n in state.nodes.values() if n.parent is not None]
+    assert (row["valid"], row["experiments"]) == (len(answered), len(experiments))  # the seed is none
 
 
 def test_selection_spreads_over_regions_and_favours_open_evidence():

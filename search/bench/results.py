@@ -67,8 +67,8 @@ def read_run(job: Job, task: str, error: str = "") -> RunResult:
         "tokens": sum(s["tokens"].values()),
         "seconds": s["wall_s"],
         "updates": s.get("updates", {}).get("count", 0),
-        "experiments": s["nodes"] - 1,  # the seed is not an experiment
-        "valid": s["valid_nodes"] - (s["baseline"] is not None),
+        "experiments": s["nodes"],  # the summary counts nodes but the seed: experiments
+        "valid": s["valid_nodes"],
         "stopped_because": s["stopped_because"],
         **_credit(job.run_dir, s),
         **investigation(s),
