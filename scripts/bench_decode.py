@@ -7,7 +7,9 @@ with a static KV cache, the backend on int8 dynamically quantized linear layers,
 For each variant that changes the weights it also measures how close its logits stay to fp32's: the
 largest change of a log-prob at fp32's chosen token, and the share of fp32's greedy tokens it would
 choose too (teacher-forced on fp32's completion). Variants run interleaved, `--reps` times each, and the
-median is kept: on a shared machine, read the ratios of one run, not the absolute figures.
+median is kept: on a shared machine, read the ratios of one run, not the absolute figures. Decoding is
+not all of a search's model time: it also measures prefill (prompt tokens/s of one forward over a
+proposal-sized prompt) in fp32 and bf16, since a dtype that decodes faster may prefill slower.
 
 Usage: .venv/bin/python scripts/bench_decode.py [--threads 1] [--tokens 48] [--reps 3] [--json out.json]
 """
@@ -105,6 +107,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "backend int8 dynamic": with_backend(int8),
         "backend bf16": with_backend(bf16),
     }
+    long_ids = torch.tensor([backend.encode_prompt(PROMPT * 3)])
+
+    def prefill(model: Any):
+        def go() -> int:
+            with torch.no_grad():
+                model(input_ids=long_ids, use_cache=False)
+            return long_ids.shape[1]
+
+        return go
+
+    variants |= {"prefill fp32": prefill(fp32), "prefill bf16": prefill(bf16)}
     for go in variants.values():  # warm up (and compile what compiles)
         go()
     rates: dict[str, list[float]] = {k: [] for k in variants}
@@ -121,7 +134,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "weights_mb": weight_bytes / 2**20,
         "bandwidth_gbs": gbs,
         "ceiling_tokens_s": gbs * 1e9 / weight_bytes,
-        "tokens_s": {k: statistics.median(v) for k, v in rates.items()},
+        "tokens_s": {k: statistics.median(v) for k, v in rates.items() if not k.startswith("prefill")},
+        "prefill_tokens": long_ids.shape[1],
+        "prefill_tokens_s": {
+            k[8:]: statistics.median(v) for k, v in rates.items() if k.startswith("prefill")
+        },
         "closeness": {"int8 dynamic": closeness(fp32, int8, forced), "bf16": closeness(fp32, bf16, forced)},
     }
 
@@ -142,6 +159,11 @@ def report(res: dict[str, Any]) -> None:
             f"  {name:30s} largest log-prob change {c['max_logprob_change']:.3f} nats, "
             f"same greedy token {100 * c['same_greedy_token']:.1f}%"
         )
+    pre = res["prefill_tokens_s"]
+    print(
+        f"  prefill of {res['prefill_tokens']} tokens: fp32 {pre['fp32']:.0f} tokens/s, bf16 {pre['bf16']:.0f} "
+        f"tokens/s ({pre['bf16'] / pre['fp32']:.2f}x fp32)"
+    )
     bare = res["tokens_s"]["model.generate fp32"]
     print(f"\nbackend / model.generate tokens/s (greedy): {base / bare:.2f}")
 

@@ -48,6 +48,7 @@ ALIASES = {
     "model": "scientist_model.model", "backend": "scientist_model.backend",
     "base_url": "scientist_model.base_url", "executor_model": "executor_model.model",
     "executor_backend": "executor_model.backend", "executor_base_url": "executor_model.base_url",
+    "dtype": "scientist_model.dtype",
     "ttt": "ttt.enabled", "update_every": "ttt.grpo.update_every", "lora_rank": "ttt.grpo.lora_rank",
     "lr": "ttt.grpo.lr", "profile": "profile", "adapter": "scientist.adapter",
     "evaluate_on": "evaluate_on", "ray_address": "ray_address",
@@ -88,6 +89,8 @@ def _overrides(args: argparse.Namespace) -> dict[str, Any]:
         o.setdefault("executor_model.backend", args.backend)
     if args.base_url is not None and args.executor_base_url is None:
         o.setdefault("executor_model.base_url", args.base_url)
+    if getattr(args, "dtype", None) is not None:
+        o.setdefault("executor_model.dtype", args.dtype)
     for part in args.without or []:
         o[f"components.{part}"] = False
     for dest, value in vars(args).items():
@@ -244,6 +247,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     se.add_argument("--backend", help="transformers | vllm | openai | module:attr")
     se.add_argument("--base-url", help="server for the openai backend")
+    se.add_argument(
+        "--dtype", choices=["auto", "float32", "bfloat16", "float16"],
+        help="weights' dtype of the local models (default auto: bfloat16 on a GPU, float32 on a CPU)",
+    )  # fmt: skip
     se.add_argument("--executor-model")
     se.add_argument("--executor-backend")
     se.add_argument("--executor-base-url")

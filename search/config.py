@@ -47,6 +47,11 @@ class ModelConfig(BaseModel):
     """Server address for the openai backend (e.g. http://127.0.0.1:8000/v1)."""
     pricing: Pricing | None = None
     """Dollars per million input, cached and output tokens; turns usage into money for `budget.dollars`."""
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
+    """Weights' dtype of a local backend (transformers, vllm). auto: bfloat16 on a GPU, float32 on a CPU,
+    where sampled and rescored log-probs agree to 1e-4 (what TTT's first ratio relies on). On a CPU with
+    avx512_bf16, bfloat16 measured 2.7x faster prefill and 1.2-1.6x faster decoding, its log-probs within
+    0.28 nats of float32's (docs/benchmark.md)."""
 
 
 class ComponentsConfig(BaseModel):

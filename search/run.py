@@ -41,11 +41,14 @@ WARM = "warm-start"
 
 def make_backend(mc: ModelConfig, sink: Callable[[Usage], None], seed: int) -> Backend:
     cls = backend_class(mc.backend)
+    dtype = {} if mc.dtype == "auto" else {"dtype": mc.dtype}
     if mc.backend == "openai":
         if not mc.base_url:
             raise ValueError("the openai backend needs a server: pass --base-url http://HOST:PORT/v1")
+        if dtype:
+            raise ValueError(f"dtype {mc.dtype}: the openai backend's server holds the weights; drop --dtype")
         return cls(base_url=mc.base_url, model=mc.model or "default", usage_sink=sink)
-    return cls(model=mc.model, usage_sink=sink, seed=seed)
+    return cls(model=mc.model, usage_sink=sink, seed=seed, **dtype)
 
 
 def method_of(cfg: SearchConfig) -> Method:

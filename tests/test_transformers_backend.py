@@ -326,3 +326,33 @@ def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
     got = salvage_items(text, "candidates", item)
     assert [c.parent for c in got] == [2, 2]  # the invalid parent and the cut-off item are dropped
     assert salvage_items('{"other": []}', "candidates", item) == []
+
+
+def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_model_dir, monkeypatch):
+    """`arts search --dtype bfloat16` loads the local scientist and executor in bf16; auto stays float32
+    on a CPU."""
+    from arts.search import run as run_module
+    from arts.search.cli import main
+    from tests.test_search import make_task
+
+    made, real = [], run_module.make_backend
+    monkeypatch.setattr(
+        "arts.search.run.make_backend", lambda mc, sink, seed: made.append(real(mc, sink, seed)) or made[-1]
+    )
+    task = make_task(tmp_path / "task")
+    for dtype, expected in (("bfloat16", torch.bfloat16), ("auto", torch.float32)):
+        made.clear()
+        argv = ["search", str(task), "--run-dir", str(tmp_path / dtype), "--model", str(tiny_model_dir),
+                "--dtype", dtype, "--method", "greedy", "--evals", "1", "--group", "1"]  # fmt: skip
+        assert main(argv) == 0
+        assert made and {b._base.dtype for b in made} == {expected}
+
+
+def test_a_dtype_for_a_served_model_is_refused_with_the_fix(tmp_path, capsys):
+    from arts.search.cli import main
+    from tests.test_search import make_task
+
+    argv = ["search", str(make_task(tmp_path / "task")), "--run-dir", str(tmp_path / "run"),
+            "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--dtype", "bfloat16"]  # fmt: skip
+    assert main(argv) != 0
+    assert "server holds the weights; drop --dtype" in capsys.readouterr().err
