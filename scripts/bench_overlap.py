@@ -10,10 +10,12 @@ evaluations. With
 which makes it evaluation-bound, for the evaluations-per-hour figure. `--method mutate` measures the
 worker pool alone (no model: each round's edits are drawn, then evaluated at once). One run each: a
 benchmark of a shared machine, quoted as ratios; the two runs' experiments differ once their sampling
-order does.
+order does. `--dtype bfloat16` loads the model of the `--workers W` run in bf16 (the other stays
+float32): the round as a search can run it against the round before.
 
 Usage: .venv/bin/python scripts/bench_overlap.py [--task weighted-completion] [--group 4] [--rounds 2]
-       [--workers 2] [--sleep 0] [--seed 0] [--method arts|mutate] [--out DIR] [--json out.json]
+       [--workers 2] [--sleep 0] [--seed 0] [--method arts|mutate] [--dtype bfloat16] [--out DIR]
+       [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def slow_copy(task: str, sleep: float, out: Path) -> Path:
 
 def rounds(run: Path) -> list[dict]:
     """Per round: seconds, experiment seconds (draw, or the round's start without one, to its last
-    evaluation), evaluations."""
+    evaluation), evaluations; a round without an evaluation counts its seconds only."""
     with Store.open(run, create=False) as store:
         events = sorted(store.load_state().events.values(), key=lambda e: e.id)
     starts = [(e.payload["round"], e) for e in events if e.kind == "round_start"]
@@ -77,15 +79,13 @@ def rounds(run: Path) -> list[dict]:
         inside = [e for e in events if start.id <= e.id < end_id]
         draws = [e.ts for e in inside if e.kind == "draw"] or [start.ts]
         evals = [e.ts for e in inside if e.kind == "eval"]
-        if not draws or not evals:
-            continue
         end = starts[k + 1][1].ts if k + 1 < len(starts) else inside[-1].ts
-        out.append(
+        out.append(  # a round without an evaluation (nothing admissible drawn) still took its seconds
             {
                 "round": r,
                 "seconds": end - start.ts,
-                "experiments_s": max(evals) - min(draws),
-                "analysis_s": end - max(evals),
+                "experiments_s": max(evals) - min(draws) if evals else 0.0,
+                "analysis_s": end - max(evals) if evals else 0.0,
                 "evals": len(evals),
             }
         )
@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> dict:
         argv = ["search", task, "--run-dir", str(run_dir), "--group", str(args.group), "--seed", str(args.seed),
                 "--budget.evals", str(args.group * args.rounds), "--workers", str(workers),
                 "--method", args.method]  # fmt: skip
+        if workers != 1 and args.dtype:  # the round as a search can run it now, against today's
+            argv += ["--dtype", args.dtype]
         with one_call_at_a_time(workers == 1):
             code = arts(argv)
         if code != 0:
@@ -176,6 +178,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sleep", type=float, default=0.0, help="seconds each evaluation sleeps first")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--method", default="arts", choices=["arts", "mutate"])
+    p.add_argument("--dtype", default=None, help="weights' dtype of the --workers W run only (e.g. bfloat16)")
     p.add_argument("--out", default=None, help="where the runs go (default a temporary folder)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
