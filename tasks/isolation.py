@@ -158,8 +158,7 @@ def probe() -> Isolation:
             plan.mounts = _base_mounts(_interpreter_paths(), plan.stubs)
             uid_drop = _try(check, plan)
             bwrap_ok = uid_drop and shutil.which("bwrap") is not None and _try([*_bwrap_base(), *check], plan)
-            signal_uid(uid)
-            reap_uid(uid)
+            reap_uid(uid)  # kills what still runs, reaps the orphans bwrap left us
             remove(plan.stubs)
         if not uid_drop:
             _libc().prctl(_PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)

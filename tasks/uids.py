@@ -59,10 +59,10 @@ def uid_lease() -> Iterator[int]:
             if os.pread(fd, 1, 0) or procs_of(uid):
                 signal_uid(uid)
                 reap_uid(uid)
-            if procs_of(uid):
-                # zombies whose parent is not us (an init that does not reap them) still count against
-                # RLIMIT_NPROC of the uid: a run under it could not fork, so take another
-                continue
+                if procs_of(uid):
+                    # zombies whose parent is not us (an init that does not reap them) still count against
+                    # RLIMIT_NPROC of the uid: a run under it could not fork, so take another
+                    continue
             os.pwrite(fd, b"1", 0)
             yield uid
             os.ftruncate(fd, 0)  # skipped when the body raised: the next holder cleans up

@@ -23,7 +23,6 @@ from arts.tasks.base import load_task
 
 DRIVER = """
 import sys
-import time
 from pathlib import Path
 from arts.search.config import SearchConfig
 from arts.search.run import resume_run, start_run
