@@ -249,7 +249,8 @@ def build_parser() -> argparse.ArgumentParser:
     se.add_argument("--base-url", help="server for the openai backend")
     se.add_argument(
         "--dtype", choices=["auto", "float32", "bfloat16", "float16"],
-        help="weights' dtype of the local models (default auto: bfloat16 on a GPU, float32 on a CPU)",
+        help="weights' dtype of the local models (default auto: bfloat16 on a GPU, and on a CPU with "
+        "native bf16 unless --ttt trains the model; else float32)",
     )  # fmt: skip
     se.add_argument("--executor-model")
     se.add_argument("--executor-backend")

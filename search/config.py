@@ -48,9 +48,10 @@ class ModelConfig(BaseModel):
     pricing: Pricing | None = None
     """Dollars per million input, cached and output tokens; turns usage into money for `budget.dollars`."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
-    """Weights' dtype of a local backend (transformers, vllm). auto: bfloat16 on a GPU, float32 on a CPU,
-    where sampled and rescored log-probs agree to 1e-4 (what TTT's first ratio relies on). On a CPU with
-    avx512_bf16, bfloat16 measured 2.7x faster prefill and 1.2-1.6x faster decoding, its log-probs within
+    """Weights' dtype of a local backend (transformers, vllm). auto: bfloat16 on a GPU; on a CPU with native
+    bf16 (avx512_bf16, AMX), bfloat16 unless TTT trains this model, where float32 keeps sampled and
+    rescored log-probs within 1e-4 (what TTT's first ratio relies on); float32 on other CPUs. With
+    avx512_bf16, bfloat16 measured 2.7x faster prefill and 1.3-1.8x faster decoding, its log-probs within
     0.28 nats of float32's (docs/benchmark.md)."""
 
 

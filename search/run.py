@@ -3,6 +3,11 @@ the loop.
 
 The scientist and the executor are configured separately; when both name the same backend and model,
 one loaded model serves both (no second copy in memory). A method that calls no model loads none.
+
+`dtype = "auto"` of a local transformers model is resolved here, where it is known whether the model
+trains: on a CPU with native bf16 matmul, bf16 unless test-time training updates it (the first update's
+ratio of exactly 1 needs sampled and rescored log-probs to agree to 1e-4, which float32 keeps); float32
+on other CPUs; the backend's own choice (bf16) on a GPU.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from arts.policy.backends.registry import backend_class
+from arts.policy.backends.weights import cpu_has_bf16
 from arts.policy.base import Backend, Usage
 from arts.search.agents import Agents
 from arts.search.config import ModelConfig, SearchConfig, to_toml
@@ -37,6 +43,18 @@ else:  # pragma: no cover
 
 WARM = "warm-start"
 """The name a warm-start adapter (`scientist.adapter`) is loaded under on the scientist's backend."""
+
+
+def resolve_dtype(mc: ModelConfig, trains: bool = False) -> ModelConfig:
+    """`mc` with `dtype = "auto"` made concrete where this module decides it (see the module docstring)."""
+    if mc.dtype != "auto" or mc.backend != "transformers":
+        return mc
+    import torch
+
+    if torch.cuda.is_available():
+        return mc
+    fast = cpu_has_bf16() and not trains
+    return mc.model_copy(update={"dtype": "bfloat16" if fast else "float32"})
 
 
 def make_backend(mc: ModelConfig, sink: Callable[[Usage], None], seed: int) -> Backend:
@@ -82,9 +100,13 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
 
     scientist = executor = None
     if method.uses_model:
-        scientist = make_backend(cfg.scientist_model, sink, cfg.seed)
-        same = cfg.executor_model == cfg.scientist_model
-        executor = scientist if same else make_backend(cfg.executor_model, sink, cfg.seed)
+        trains = cfg.ttt.enabled and cfg.scientist_model.backend == "transformers"
+        scientist_model = resolve_dtype(cfg.scientist_model, trains)
+        scientist = make_backend(scientist_model, sink, cfg.seed)
+        same = cfg.executor_model == cfg.scientist_model  # under TTT the executor shares the float32 copy
+        executor_model = scientist_model if same else resolve_dtype(cfg.executor_model)
+        executor = scientist if same else make_backend(executor_model, sink, cfg.seed)
+        log(f"weights: scientist {scientist_model.dtype}, executor {executor_model.dtype}")
     agents = Agents(scientist, executor, cfg.scientist, cfg.analysis, cfg.executor, cfg.investigator)
     if cfg.scientist.adapter and scientist is not None and not cfg.ttt.enabled:
         scientist.load_adapter(WARM, Path(cfg.scientist.adapter))  # a warm start (TTT loads it to train)
@@ -110,7 +132,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
     if cfg.scientist_model.backend == "transformers":
         trainer_backend, serving = scientist, None
     else:  # a served scientist: train a local copy of its weights, serve each checkpoint
-        local = ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model)
+        local = resolve_dtype(ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model), True)
         trainer_backend, serving = make_backend(local, lambda u: None, cfg.seed), scientist
     warm = Path(cfg.scientist.adapter) if cfg.scientist.adapter else None
     trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir, init=warm)

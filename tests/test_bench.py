@@ -70,6 +70,24 @@ def test_every_job_shares_budget_model_and_settings_and_arts_ttt_turns_training_
         assert ov.get("ttt.enabled", False) is (j.method == "arts-ttt")
 
 
+def test_a_bench_that_trains_some_methods_loads_every_method_in_the_trained_dtype(tmp_path, monkeypatch):
+    """On a CPU with native bf16, auto would load arts in bf16 and arts-ttt in float32: the bench pins
+    every job to float32, so the methods differ in training alone."""
+    monkeypatch.setattr("arts.search.run.cpu_has_bf16", lambda: True)
+    tasks = two_tasks(tmp_path)
+    argv = ["--tasks", *tasks, "--seeds", "1", "--out", str(tmp_path / "b")]
+    mixed = plan(config_from(parse([*argv, "--methods", "arts,arts-ttt,mutate"])))
+    assert {(j.overrides["scientist_model.dtype"], j.overrides["executor_model.dtype"]) for j in mixed} == {
+        ("float32", "float32")
+    }
+    untrained = plan(config_from(parse([*argv, "--methods", "arts,greedy"])))
+    assert not any("scientist_model.dtype" in j.overrides for j in untrained)
+    chosen = plan(
+        config_from(parse([*argv, "--methods", "arts,arts-ttt", "--set", "scientist_model.dtype=bfloat16"]))
+    )
+    assert {j.overrides["scientist_model.dtype"] for j in chosen} == {"bfloat16"}
+
+
 def test_the_ablations_are_methods_of_one_bench(tmp_path):
     """Each ablation alias runs arts with its one part off; the configs are resolved (and checked) by
     the plan, and the report reads each against arts."""

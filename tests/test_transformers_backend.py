@@ -329,8 +329,9 @@ def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
 
 
 def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_model_dir, monkeypatch):
-    """`arts search --dtype bfloat16` loads the local scientist and executor in bf16; auto stays float32
-    on a CPU."""
+    """`arts search --dtype bfloat16` loads the local scientist and executor in bf16. auto is bf16 on a CPU
+    with native bf16 and float32 on one without, and float32 whenever --ttt trains the scientist (the
+    executor then shares its copy)."""
     from arts.search import run as run_module
     from arts.search.cli import main
     from tests.test_search import make_task
@@ -340,12 +341,16 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
         "arts.search.run.make_backend", lambda mc, sink, seed: made.append(real(mc, sink, seed)) or made[-1]
     )
     task = make_task(tmp_path / "task")
-    for dtype, expected in (("bfloat16", torch.bfloat16), ("auto", torch.float32)):
+    cases = [("bfloat16", False, [], torch.bfloat16), ("auto", True, [], torch.bfloat16),
+             ("auto", False, [], torch.float32), ("auto", True, ["--method", "arts", "--ttt", "--group", "2"], torch.float32)]  # fmt: skip
+    for i, (dtype, native, extra, expected) in enumerate(cases):
+        monkeypatch.setattr("arts.search.run.cpu_has_bf16", lambda native=native: native)
         made.clear()
-        argv = ["search", str(task), "--run-dir", str(tmp_path / dtype), "--model", str(tiny_model_dir),
-                "--dtype", dtype, "--method", "greedy", "--evals", "1", "--group", "1"]  # fmt: skip
+        argv = ["search", str(task), "--run-dir", str(tmp_path / str(i)), "--model", str(tiny_model_dir),
+                "--dtype", dtype, "--method", "greedy", "--evals", "1", "--group", "1", *extra]  # fmt: skip
         assert main(argv) == 0
-        assert made and {b._base.dtype for b in made} == {expected}
+        assert len(made) == 1 and made[0]._base.dtype == expected, (dtype, native, extra)
+        assert f"weights: scientist {str(expected)[6:]}" in (tmp_path / str(i) / "arts.log").read_text()
 
 
 def test_a_dtype_for_a_served_model_is_refused_with_the_fix(tmp_path, capsys):

@@ -45,7 +45,7 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
     Measured (SmolLM2-135M, torch 2.13, 2-core CPU): without native bf16 matmul (1 thread, 585-token
     prompt) float32 prefill 3.9-4.9 s and a 4-row decode step 240-250 ms, bf16 21 s and 410-430 ms; with
     avx512_bf16 (2 threads, `scripts/bench_decode.py`) bf16 prefilled 2.7x and decoded 1.2-1.6x faster.
-    bf16 moves log-probs by up to 0.3-1.2 nats and flips 2-2.5% of greedy tokens: a choice (`--dtype`).
+    bf16 moves log-probs by up to 0.3-1.2 nats, flips 2-2.5% of greedy tokens; a search picks it where native.
     """
     if dtype != "auto":
         return getattr(torch, dtype)

@@ -5,7 +5,9 @@ the task, the method and the seed differ. A method name is a `SearchConfig.metho
 plus overrides (`METHOD_ALIASES`): `arts-ttt`, arts with test-time training on, so that one bench compares
 search with and without learning, and the ablations `arts-no-critic`, `arts-k1`, `arts-reflection`, ...
 Each job's config is resolved here, in the bench process, before anything runs: a typo fails the bench
-at once instead of failing every worker.
+at once instead of failing every worker. Every job loads the same weights: where `dtype = "auto"` would
+load a trained method's model in float32 and the others' in bf16 (a CPU with native bf16), every job is
+pinned to float32, so that a difference between methods is not one of dtype.
 
 A run folder is in one of three states (`folder_state`): finished (its final `summary.json` written: kept
 as it is), resumable (a store and its config: continued with `resume_run`), or fresh (nothing usable:
@@ -135,7 +137,7 @@ def plan(cfg: BenchConfig) -> list[Job]:
 
     for task in cfg.tasks:
         resolve_task(task)  # an unknown task or a broken task.toml fails here, naming the fix
-    jobs = []
+    jobs, configs = [], []
     for seed in cfg.seeds:
         for task in cfg.tasks:
             for method in cfg.methods:
@@ -146,15 +148,33 @@ def plan(cfg: BenchConfig) -> list[Job]:
                 if cfg.model is not None:
                     ov |= {"scientist_model.model": cfg.model, "executor_model.model": cfg.model}
                 try:
-                    method_of(load_config(None, ov))
+                    config = load_config(None, ov)
+                    method_of(config)
                 except ValueError as e:
                     raise ValueError(f"bench job {task} / {method} / seed {seed}: {e}") from None
+                configs.append(config)
                 run_dir = cfg.out / "runs" / job_name(task, method, seed)
                 jobs.append(Job(task, method, seed, ov, run_dir))
+    if not cfg.ray_gpus:  # on a GPU every method loads in bf16 anyway; the driver's CPU says nothing there
+        _same_weights(jobs, [c for c in configs if c.ttt.enabled])
     names = [j.run_dir.name for j in jobs]
     if len(set(names)) != len(names):
         raise ValueError("two tasks share a folder name; give each task directory a distinct name")
     return jobs
+
+
+def _same_weights(jobs: list[Job], trained: list[Any]) -> None:
+    """Pin every job's `auto` dtype to a trained job's where the two would differ (module docstring)."""
+    from arts.search.run import resolve_dtype
+
+    if not trained or len(trained) == len(jobs):
+        return
+    for role in ("scientist_model", "executor_model"):
+        mc = getattr(trained[0], role)
+        pinned, free = resolve_dtype(mc, trains=True).dtype, resolve_dtype(mc).dtype
+        if pinned != free:
+            for job in jobs:
+                job.overrides[f"{role}.dtype"] = pinned
 
 
 FolderState = Literal["finished", "resumable", "fresh"]
