@@ -3,7 +3,8 @@
 A 135M model decoding one token reads every weight once, so tokens/s cannot exceed the machine's memory
 bandwidth over the weights' bytes. This script measures that ceiling (a large tensor copy: read + write),
 then greedy tokens/s of: the backend's own loop (fp32), bare `model.generate` (fp32), `model.generate`
-with a static KV cache, the backend on int8 dynamically quantized linear layers, and on bf16 weights.
+with a static KV cache, the backend on int8 dynamically quantized linear layers, and on bf16 weights
+(a search's default on a CPU with native bf16), and `model.generate` on bf16 weights.
 For each variant that changes the weights it also measures how close its logits stay to fp32's: the
 largest change of a log-prob at fp32's chosen token, and the share of fp32's greedy tokens it would
 choose too (teacher-forced on fp32's completion). Variants run interleaved, `--reps` times each, and the
@@ -30,6 +31,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
+from arts.policy.backends.weights import cpu_has_bf16  # noqa: E402
 from arts.policy.base import Sampling  # noqa: E402
 
 PROMPT = (
@@ -91,9 +93,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return go
 
-    def bare(**kw: Any):
+    def bare(model: Any = fp32, **kw: Any):
         def go() -> int:
-            out = fp32.generate(
+            out = model.generate(
                 **ids, max_new_tokens=args.tokens, min_new_tokens=args.tokens, do_sample=False, **kw
             )
             return out.shape[1] - ids["input_ids"].shape[1]
@@ -106,6 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model.generate static cache": bare(cache_implementation="static"),
         "backend int8 dynamic": with_backend(int8),
         "backend bf16": with_backend(bf16),
+        "model.generate bf16": bare(bf16),
     }
     long_ids = torch.tensor([backend.encode_prompt(PROMPT * 3)])
 
@@ -131,6 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     gbs = bandwidth_gbs()
     return {
         "threads": torch.get_num_threads(),
+        "native_bf16": cpu_has_bf16(),
         "weights_mb": weight_bytes / 2**20,
         "bandwidth_gbs": gbs,
         "ceiling_tokens_s": gbs * 1e9 / weight_bytes,
@@ -166,6 +170,12 @@ def report(res: dict[str, Any]) -> None:
     )
     bare = res["tokens_s"]["model.generate fp32"]
     print(f"\nbackend / model.generate tokens/s (greedy): {base / bare:.2f}")
+    default = "backend bf16" if res.get("native_bf16") else "backend fp32"
+    rates = res["tokens_s"]
+    print(
+        f"a search's default here ({default}) / model.generate fp32: {rates[default] / bare:.2f}; "
+        f"/ model.generate bf16: {rates[default] / rates['model.generate bf16']:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

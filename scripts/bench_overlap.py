@@ -10,8 +10,8 @@ evaluations. With
 which makes it evaluation-bound, for the evaluations-per-hour figure. `--method mutate` measures the
 worker pool alone (no model: each round's edits are drawn, then evaluated at once). One run each: a
 benchmark of a shared machine, quoted as ratios; the two runs' experiments differ once their sampling
-order does. `--dtype bfloat16` loads the model of the `--workers W` run in bf16 (the other stays
-float32): the round as a search can run it against the round before.
+order does. The `--workers 1` run loads the model in float32, as rounds did before; the `--workers W`
+run in `--dtype` (default auto: what a search picks, bf16 on a CPU with native bf16).
 
 Usage: .venv/bin/python scripts/bench_overlap.py [--task weighted-completion] [--group 4] [--rounds 2]
        [--workers 2] [--sleep 0] [--seed 0] [--method arts|mutate] [--dtype bfloat16] [--out DIR]
@@ -129,8 +129,8 @@ def run(args: argparse.Namespace) -> dict:
         argv = ["search", task, "--run-dir", str(run_dir), "--group", str(args.group), "--seed", str(args.seed),
                 "--budget.evals", str(args.group * args.rounds), "--workers", str(workers),
                 "--method", args.method]  # fmt: skip
-        if workers != 1 and args.dtype:  # the round as a search can run it now, against today's
-            argv += ["--dtype", args.dtype]
+        if args.method != "mutate":  # the round before in float32; the other as a search runs it now
+            argv += ["--dtype", "float32" if workers == 1 else args.dtype]
         with one_call_at_a_time(workers == 1):
             code = arts(argv)
         if code != 0:
@@ -178,7 +178,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sleep", type=float, default=0.0, help="seconds each evaluation sleeps first")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--method", default="arts", choices=["arts", "mutate"])
-    p.add_argument("--dtype", default=None, help="weights' dtype of the --workers W run only (e.g. bfloat16)")
+    p.add_argument(
+        "--dtype", default="auto", help="weights' dtype of the --workers W run (default auto, as a search)"
+    )
     p.add_argument("--out", default=None, help="where the runs go (default a temporary folder)")
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
