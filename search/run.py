@@ -45,13 +45,15 @@ WARM = "warm-start"
 """The name a warm-start adapter (`scientist.adapter`) is loaded under on the scientist's backend."""
 
 
-def resolve_dtype(mc: ModelConfig, trains: bool = False) -> ModelConfig:
-    """`mc` with `dtype = "auto"` made concrete where this module decides it (see the module docstring)."""
-    if mc.dtype != "auto" or mc.backend != "transformers":
-        return mc
+def on_gpu() -> bool:
     import torch
 
-    if torch.cuda.is_available():
+    return torch.cuda.is_available()
+
+
+def resolve_dtype(mc: ModelConfig, trains: bool = False) -> ModelConfig:
+    """`mc` with `dtype = "auto"` made concrete where this module decides it (see the module docstring)."""
+    if mc.dtype != "auto" or mc.backend != "transformers" or on_gpu():
         return mc
     fast = cpu_has_bf16() and not trains
     return mc.model_copy(update={"dtype": "bfloat16" if fast else "float32"})
@@ -107,6 +109,12 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
         executor_model = scientist_model if same else resolve_dtype(cfg.executor_model)
         executor = scientist if same else make_backend(executor_model, sink, cfg.seed)
         log(f"weights: scientist {scientist_model.dtype}, executor {executor_model.dtype}")
+        if trains and scientist_model.dtype in ("bfloat16", "float16") and not on_gpu():
+            log(
+                f"note: --ttt trains a {scientist_model.dtype} scientist: its sampled and rescored log-probs "
+                "differ by up to ~0.3 nats on a CPU, so even the first update clips some ratios; auto loads "
+                "a trained model in float32 there"
+            )
     agents = Agents(scientist, executor, cfg.scientist, cfg.analysis, cfg.executor, cfg.investigator)
     if cfg.scientist.adapter and scientist is not None and not cfg.ttt.enabled:
         scientist.load_adapter(WARM, Path(cfg.scientist.adapter))  # a warm start (TTT loads it to train)

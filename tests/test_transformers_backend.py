@@ -331,7 +331,7 @@ def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
 def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_model_dir, monkeypatch):
     """`arts search --dtype bfloat16` loads the local scientist and executor in bf16. auto is bf16 on a CPU
     with native bf16 and float32 on one without, and float32 whenever --ttt trains the scientist (the
-    executor then shares its copy)."""
+    executor then shares its copy); a trained bf16 scientist, asked for, is told what it costs."""
     from arts.search import run as run_module
     from arts.search.cli import main
     from tests.test_search import make_task
@@ -342,7 +342,8 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
     )
     task = make_task(tmp_path / "task")
     cases = [("bfloat16", False, [], torch.bfloat16), ("auto", True, [], torch.bfloat16),
-             ("auto", False, [], torch.float32), ("auto", True, ["--method", "arts", "--ttt", "--group", "2"], torch.float32)]  # fmt: skip
+             ("auto", False, [], torch.float32), ("auto", True, ["--method", "arts", "--ttt", "--group", "2"], torch.float32),
+             ("bfloat16", True, ["--method", "arts", "--ttt", "--group", "2"], torch.bfloat16)]  # fmt: skip
     for i, (dtype, native, extra, expected) in enumerate(cases):
         monkeypatch.setattr("arts.search.run.cpu_has_bf16", lambda native=native: native)
         made.clear()
@@ -350,7 +351,10 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
                 "--dtype", dtype, "--method", "greedy", "--evals", "1", "--group", "1", *extra]  # fmt: skip
         assert main(argv) == 0
         assert len(made) == 1 and made[0]._base.dtype == expected, (dtype, native, extra)
-        assert f"weights: scientist {str(expected)[6:]}" in (tmp_path / str(i) / "arts.log").read_text()
+        log = (tmp_path / str(i) / "arts.log").read_text()
+        assert f"weights: scientist {str(expected)[6:]}" in log
+        # a trained bf16 scientist is the user's choice, told what it costs
+        assert ("note: --ttt trains a bfloat16 scientist" in log) is (i == len(cases) - 1)
 
 
 def test_a_dtype_for_a_served_model_is_refused_with_the_fix(tmp_path, capsys):
