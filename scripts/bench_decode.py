@@ -3,14 +3,15 @@
 A 135M model decoding one token reads every weight once, so tokens/s cannot exceed the machine's memory
 bandwidth over the weights' bytes. This script measures that ceiling (a large tensor copy: read + write),
 then greedy tokens/s of: the backend's own loop (fp32), bare `model.generate` (fp32), `model.generate`
-with a static KV cache, the backend on int8 dynamically quantized linear layers, and on bf16 weights
-(a search's default on a CPU with native bf16), and `model.generate` on bf16 weights.
+with a static KV cache, the backend on int8 dynamically quantized linear layers, on bf16 weights (a
+search's default on a CPU with native bf16), on int8 weights with bf16 activations (weight-only), and
+`model.generate` on bf16 weights.
 For each variant that changes the weights it also measures how close its logits stay to fp32's: the
 largest change of a log-prob at fp32's chosen token, and the share of fp32's greedy tokens it would
 choose too (teacher-forced on fp32's completion). Variants run interleaved, `--reps` times each, and the
 median is kept: on a shared machine, read the ratios of one run, not the absolute figures. Decoding is
 not all of a search's model time: it also measures prefill (prompt tokens/s of one forward over a
-proposal-sized prompt) in fp32 and bf16, since a dtype that decodes faster may prefill slower.
+proposal-sized prompt) in fp32, bf16 and int8 weight-only, since what decodes faster may prefill slower.
 
 Usage: .venv/bin/python scripts/bench_decode.py [--threads 1] [--tokens 48] [--reps 3] [--json out.json]
 """
@@ -68,6 +69,33 @@ def closeness(ref: Any, other: Any, ids: torch.Tensor) -> dict[str, float]:
     }
 
 
+class WeightOnlyInt8(torch.nn.Module):
+    """A linear layer with int8 weights (one scale per output row) and bf16 activations: the weights'
+    bytes halve again against bf16, while the activations are not quantized (unlike `quantize_dynamic`)."""
+
+    def __init__(self, linear: torch.nn.Linear):
+        super().__init__()
+        w = linear.weight.detach().float()
+        scale = w.abs().amax(1).clamp(min=1e-8) / 127
+        self.register_buffer("weight_int8", (w / scale[:, None]).round().clamp(-128, 127).to(torch.int8))
+        self.register_buffer("scale", scale.to(torch.bfloat16))
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        y = torch.ops.aten._weight_int8pack_mm(flat, self.weight_int8, self.scale).reshape(*x.shape[:-1], -1)
+        return y.to(x.dtype) if self.bias is None else y.to(x.dtype) + self.bias
+
+
+def weight_only_int8(model: Any) -> Any:
+    """`model` (bf16) with every linear layer, the output layer too, as `WeightOnlyInt8`."""
+    for module in list(model.modules()):
+        for name, child in list(module.named_children()):
+            if isinstance(child, torch.nn.Linear):
+                setattr(module, name, WeightOnlyInt8(child))
+    return model
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = TransformersBackend(None)
     fp32 = backend._base
@@ -81,6 +109,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             copy.deepcopy(fp32), {torch.nn.Linear}, dtype=torch.qint8
         )
     bf16 = copy.deepcopy(fp32).to(torch.bfloat16)
+    w8 = weight_only_int8(copy.deepcopy(bf16))
 
     def with_backend(model: Any):
         def go() -> int:
@@ -109,6 +138,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "backend int8 dynamic": with_backend(int8),
         "backend bf16": with_backend(bf16),
         "model.generate bf16": bare(bf16),
+        "backend int8 weight-only": with_backend(w8),
     }
     long_ids = torch.tensor([backend.encode_prompt(PROMPT * 3)])
 
@@ -120,7 +150,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
         return go
 
-    variants |= {"prefill fp32": prefill(fp32), "prefill bf16": prefill(bf16)}
+    variants |= {
+        "prefill fp32": prefill(fp32),
+        "prefill bf16": prefill(bf16),
+        "prefill int8 weight-only": prefill(w8),
+    }
     for go in variants.values():  # warm up (and compile what compiles)
         go()
     rates: dict[str, list[float]] = {k: [] for k in variants}
@@ -143,7 +177,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "prefill_tokens_s": {
             k[8:]: statistics.median(v) for k, v in rates.items() if k.startswith("prefill")
         },
-        "closeness": {"int8 dynamic": closeness(fp32, int8, forced), "bf16": closeness(fp32, bf16, forced)},
+        "closeness": {
+            "int8 dynamic": closeness(fp32, int8, forced),
+            "bf16": closeness(fp32, bf16, forced),
+            "int8 weight-only": closeness(fp32, w8, forced),
+        },
     }
 
 
@@ -164,10 +202,11 @@ def report(res: dict[str, Any]) -> None:
             f"same greedy token {100 * c['same_greedy_token']:.1f}%"
         )
     pre = res["prefill_tokens_s"]
-    print(
-        f"  prefill of {res['prefill_tokens']} tokens: fp32 {pre['fp32']:.0f} tokens/s, bf16 {pre['bf16']:.0f} "
-        f"tokens/s ({pre['bf16'] / pre['fp32']:.2f}x fp32)"
-    )
+    for name in ("bf16", "int8 weight-only"):
+        print(
+            f"  prefill of {res['prefill_tokens']} tokens: fp32 {pre['fp32']:.0f} tokens/s, {name} "
+            f"{pre[name]:.0f} tokens/s ({pre[name] / pre['fp32']:.2f}x fp32)"
+        )
     bare = res["tokens_s"]["model.generate fp32"]
     print(f"\nbackend / model.generate tokens/s (greedy): {base / bare:.2f}")
     default = "backend bf16" if res.get("native_bf16") else "backend fp32"
