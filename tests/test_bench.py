@@ -87,6 +87,20 @@ def test_a_bench_that_trains_some_methods_loads_every_method_in_the_trained_dtyp
     )
     assert {j.overrides["scientist_model.dtype"] for j in chosen} == {"bfloat16"}
 
+    class Started(Exception):
+        pass
+
+    def launched(todo, *args, **kw):  # the bench's jobs as its workers would get them, and no run
+        assert {j.overrides["executor_model.dtype"] for j in todo} == {"float32"}
+        raise Started
+
+    monkeypatch.setattr("arts.search.bench.runner.run_jobs", launched)
+    lines: list[str] = []
+    monkeypatch.setattr("builtins.print", lambda line, **kw: lines.append(line))
+    with pytest.raises(Started):
+        cmd_bench(parse([*argv, "--methods", "arts,arts-ttt"]))
+    assert "weights: every method in float32, the dtype of the methods that train" in lines
+
 
 def test_the_ablations_are_methods_of_one_bench(tmp_path):
     """Each ablation alias runs arts with its one part off; the configs are resolved (and checked) by
