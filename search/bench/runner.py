@@ -191,12 +191,9 @@ def run_bench(cfg: BenchConfig, log: Callable[[str], None] = print, run: bool = 
             f"{len(cfg.seeds)} seeds), {len(jobs) - len(todo)} already finished"
             f"{f' ({len(table)} kept from {RUNS})' if table else ''}; {cfg.evals} evals each"
         )
-        if (
-            jobs
-            and (dtype := jobs[0].overrides.get("scientist_model.dtype"))
-            and "dtype" not in str(cfg.overrides)
-        ):
-            log(f"weights: every method in {dtype}, the dtype of the methods that train")
+        pinned = jobs[0].overrides.get("scientist_model.dtype") if jobs else None
+        if pinned and not any(k.endswith(".dtype") for k in cfg.overrides):  # the plan's pin, not --set's
+            log(f"weights: every method in {pinned}, the dtype of the methods that train")
 
         def interim() -> None:  # the tables and the report stay current: a killed bench loses no result
             done = results_of(jobs, table, tasks, None)
