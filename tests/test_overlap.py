@@ -153,8 +153,9 @@ class BatchingRules(RuleBackend):
         return [self.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0] for r in requests]
 
 
-def search(tmp_path, monkeypatch, workers: int, evals: int = 9):
-    """`arts search --group 3 --workers W` of the rules backend: (backend, run folder, stored state)."""
+def search(tmp_path, monkeypatch, workers: int, evals: int = 9, sleep: float = 0.0, name: str = "run"):
+    """`arts search --group 3 --workers W` of the rules backend, each evaluation first sleeping `sleep`
+    seconds: (backend, run folder, stored state)."""
     backend = BatchingRules()
 
     def make(mc, sink, seed):
@@ -162,7 +163,11 @@ def search(tmp_path, monkeypatch, workers: int, evals: int = 9):
         return backend
 
     monkeypatch.setattr("arts.search.run.make_backend", make)
-    task, run = make_task(tmp_path / "task"), tmp_path / "run"
+    task, run = tmp_path / "task", tmp_path / name
+    if not task.exists():
+        make_task(task)
+        evaluate = task / "evaluate.py"
+        evaluate.write_text(f"import time\ntime.sleep({sleep})\n" + evaluate.read_text())
     argv = ["search", str(task), "--run-dir", str(run), "--group", "3", "--budget.evals", str(evals)]
     assert main([*argv, "--workers", str(workers)]) == 0
     with Store.open(run, create=False) as store:
@@ -202,6 +207,33 @@ def test_attribution_and_comparison_are_asked_at_once(tmp_path, monkeypatch):
     assert routed and all(e["ok"] for e in routed)
     compared = [e.payload for e in state.events.values() if e.kind == "comparison"]
     assert compared and all(e["ok"] for e in compared)
+
+
+def test_attribution_starts_while_the_rounds_other_experiments_evaluate(tmp_path, monkeypatch):
+    """A round's first failed node is settled once it and the nodes before it have committed: its
+    causes are asked while a later experiment still evaluates, and the decisions are those the round
+    would have made at its end."""
+    _, _, state = search(tmp_path, monkeypatch, workers=2, evals=9, sleep=1.0)
+    events = list(state.events.values())
+    early = 0
+    for i, e in enumerate(events):
+        if e.kind != "routing" or not e.payload["ahead"]:
+            continue
+        start = max(j for j in range(i) if events[j].kind == "round_start")
+        window = events[start:i]
+        asked = min(j for j, w in enumerate(window) if w.kind == "usage" and w.payload["purpose"] == "causes")
+        early += asked < max(j for j, w in enumerate(window) if w.kind == "eval")
+    assert early >= 1  # asked before the round's last evaluation ended
+
+    monkeypatch.setattr("arts.search.methods.arts.attribution_ahead", lambda run, followed: None)
+    _, _, later = search(tmp_path, monkeypatch, workers=2, evals=9, sleep=1.0, name="at-the-end")
+
+    def routed(s):
+        return [(e.payload["node"], e.payload["decision"]) for e in s.events.values() if e.kind == "routing"]
+
+    assert routed(state) == routed(later) and routed(state)
+    assert not any(e.payload["ahead"] for e in later.events.values() if e.kind == "routing")
+    assert {n.id: n.score for n in state.nodes.values()} == {n.id: n.score for n in later.nodes.values()}
 
 
 def test_a_job_may_run_jobs_of_its_own_that_batch_with_the_others():

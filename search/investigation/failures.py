@@ -4,7 +4,8 @@ A round's failed or regressed nodes are attributed; when none is and the best-so
 (slope, volatility, marginal decay), the plateau is: its best experiment's report, with the trajectory
 features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
 plateau's experiments tested. In the reflection mode one free-text reflection replaces the diagnosis. At most
-`per_round` attributions run (each is three model calls). Not done here: the causes, critic, judge and
+`per_round` attributions run (each is three model calls); while a round's experiments run at once, those
+whose place among them is settled start before the others have evaluated (`Ahead`). Not done here: the causes, critic, judge and
 routing table themselves (`attribution`), or applying a decision (`hypotheses.Exploit`).
 """
 
@@ -59,6 +60,70 @@ def todo(state: SearchState, nodes: list[Node], cfg: AttributionConfig) -> Todo:
     return Todo(failed[: cfg.per_round], plateau, traj)
 
 
+class Ahead:
+    """A round's attributions started while its other experiments still evaluate.
+
+    `todo` attributes the first `per_round` failed or regressed nodes of the round, in node order. Once
+    a node and every node before it have committed, whether it is one of them is settled, and its report
+    reads only the node and its parent: its model calls can start at once, in the thread of the
+    experiment that settled it, batched with the executors still asking (the round's `Overlap`), while
+    the model would otherwise wait for the last evaluations. The decisions wait here for
+    `attribute_round`, which stores them where and in the order it always does; a call that raised is
+    asked again there. A round without a failed node (a stall's plateau, whose trajectory needs the whole
+    round) waits for its end, as does the reflection mode."""
+
+    def __init__(
+        self, ledger: Ledger, analyst: Analyst, cfg: AttributionConfig, seed: int, before: list[Node]
+    ):
+        self.ledger, self.analyst, self.cfg, self.seed = ledger, analyst, cfg, seed
+        self.order: list[int] = []
+        self.committed: set[int] = set()
+        self.started: set[int] = set()
+        self.decisions: dict[int, Decision | None] = {}
+        self.expect(before, committed=True)
+
+    def expect(self, nodes: list[Node], committed: bool) -> None:
+        """The round's next nodes, in node order (`committed`: their outcome is stored already)."""
+        self.order += [n.id for n in nodes]
+        if committed:
+            self.committed.update(n.id for n in nodes)
+
+    def settled(self) -> list[int]:
+        """Nodes known to be attributed this round and not started yet."""
+        state, failed, out = self.ledger.state, 0, []
+        for nid in self.order:
+            if nid not in self.committed:
+                break
+            if failed_or_regressed(state, state.nodes[nid]):
+                failed += 1
+                if failed > self.cfg.per_round:
+                    break
+                if nid not in self.started:
+                    out.append(nid)
+        return out
+
+    def commit(self, node: Node, together: Together) -> None:
+        """`node` has committed: attribute what that settles, here and now (the caller holds the harness
+        and lets it go while the model answers)."""
+        self.committed.add(node.id)
+        ready = self.settled()
+        self.started.update(ready)
+        state = self.ledger.state
+        for nid in ready:
+            n = state.nodes[nid]
+            try:
+                decision = attribute(
+                    self.analyst,
+                    report(state, n, self.ledger.store.node_dir(nid)),
+                    self.cfg,
+                    self.seed,
+                    together,
+                )
+            except Exception:  # asked again at the round's end, where its error is raised as before
+                continue
+            self.decisions[nid] = decision
+
+
 def attribute_round(
     ledger: Ledger,
     analyst: Analyst,
@@ -67,10 +132,11 @@ def attribute_round(
     round: int,
     seed: int,
     together: Together | None = None,
+    ahead: Ahead | None = None,
 ) -> dict[int, Decision]:
     """node id -> the routed decision, for this round's failed or regressed nodes (or the best node when
     the curve has stalled); `nodes` may be their `todo` already. The attributions, and the calls of each
-    that do not wait on one another, go through `together`."""
+    that do not wait on one another, go through `together`; those `ahead` already made are taken from it."""
     state = ledger.state
     work = nodes if isinstance(nodes, Todo) else todo(state, nodes, cfg)
     plateau, traj = work.plateau, work.traj
@@ -82,11 +148,15 @@ def attribute_round(
         if cfg.mode == "reflection":
             reflect(ledger, analyst, rep, n, round, seed)
             return n, None
-        decision = attribute(analyst, rep, cfg, seed=seed, together=together)
+        early = ahead is not None and not plateau and n.id in ahead.decisions
+        decision = (
+            ahead.decisions[n.id] if early else attribute(analyst, rep, cfg, seed=seed, together=together)
+        )
         ledger.event(
             "routing",
             round=round,
             node=n.id,
+            ahead=early,
             ok=decision is not None,
             decision=decision.model_dump() if decision else None,
             trajectory=traj.model_dump(),

@@ -13,7 +13,7 @@ from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
 from arts.search.investigation import followups, hypotheses, observations, probes, space
 from arts.search.investigation.attribution import Decision
-from arts.search.investigation.failures import attribute_round, todo
+from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
 from arts.search.methods.proposals import (
@@ -39,8 +39,9 @@ def arts_round(run: Run) -> None:
     if not any(ok) and not followed:
         return
     picks = pick(run, proposed, ok) if any(ok) else []
-    nodes = followed + run_group(run, proposed, picks, register=True)
-    decisions, flawed = analyse(run, nodes)
+    ahead = attribution_ahead(run, followed)
+    nodes = followed + run_group(run, proposed, picks, register=True, ahead=ahead)
+    decisions, flawed = analyse(run, nodes, ahead)
     tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
     exploit = hypotheses.Exploit(
         ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
@@ -51,10 +52,22 @@ def arts_round(run: Run) -> None:
         run.meter.halt("the round added no new hypothesis, observation or direction")
 
 
-def analyse(run: Run, nodes: list[Node]) -> tuple[dict[int, Decision], set[int]]:
+def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:
+    """Attribution that may start while the round's experiments evaluate (`failures.Ahead`): where they
+    run at once and the analyst shares the executor's model, whose batches its calls can join."""
+    cfg, analyst = run.cfg, run.agents.analyst
+    if analyst is None or not cfg.components.attribution or cfg.attribution.mode == "reflection":
+        return None
+    if run.agents.scientist_backend is not run.agents.executor_backend:
+        return None
+    return Ahead(run.ledger, analyst, cfg.attribution, run.seeds.round(run.round), followed)
+
+
+def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[dict[int, Decision], set[int]]:
     """Attribution and comparison of the round's nodes: (decisions, hypotheses called flawed). Neither
     reads the other's answer, so their calls (and the judge beside the causes) are asked at once
-    (`analysis_at_once`); which nodes each covers is settled first (a stall's plateau for both)."""
+    (`analysis_at_once`); which nodes each covers is settled first (a stall's plateau for both), and the
+    attributions `ahead` made while the experiments ran are not asked again."""
     cfg, ledger, analyst, seed = run.cfg, run.ledger, run.agents.analyst, run.seeds.round(run.round)
     if analyst is None:
         return {}, set()
@@ -69,7 +82,7 @@ def analyse(run: Run, nodes: list[Node]) -> tuple[dict[int, Decision], set[int]]
         if work is not None:
             attribution = cfg.attribution
             jobs.append(
-                lambda: attribute_round(ledger, analyst, work, attribution, run.round, seed, together)
+                lambda: attribute_round(ledger, analyst, work, attribution, run.round, seed, together, ahead)
             )
         if compare:
             jobs.append(lambda: observations.compare(ledger, analyst, tested, run.round, seed, on))

@@ -20,6 +20,7 @@ from arts.policy.moves import directed_target
 from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
+from arts.search.investigation.failures import Ahead
 from arts.search.investigation.plan import plan_axes, plan_lines
 from arts.search.investigation.reports import report
 from arts.search.investigation.spacemap import render_space
@@ -155,12 +156,16 @@ def probe_budget(run: Run) -> bool:
 
 
 def run_group(
-    run: Run, proposed: Proposed, picks: list[tuple[int, float, bool]], register: bool
+    run: Run,
+    proposed: Proposed,
+    picks: list[tuple[int, float, bool]],
+    register: bool,
+    ahead: Ahead | None = None,
 ) -> list[Node]:
     """Execute the drawn candidates; each becomes a rollout and a node, and (with `register`) a working
     hypothesis with the evidence its node produced. With more than one worker (`SearchConfig.workers`)
-    the experiments run at once (`search.overlap`), as many as evaluations are left; a probe runs first,
-    on its own."""
+    the experiments run at once (`search.overlap`), as many as evaluations are left, and `ahead` starts
+    the round's attribution as soon as its nodes are settled; a probe runs first, on its own."""
     nodes: list[Node] = []
     cands, prop = proposed.candidates, proposed.proposal
     workers = run_workers(run)
@@ -210,8 +215,18 @@ def run_group(
             (directed_target(w[0].hypothesis) or w[0].hypothesis, w[1].id) for w in waiting
         ]  # one move, one parent
         shares = [(same[:i].count(key), same.count(key)) for i, key in enumerate(same)]
-        jobs = [lambda w=w, s=s: run.lab.finish(w[0], w[1], w[2], share=s) for w, s in zip(waiting, shares)]
-        done = at_once(run, workers, jobs)
+        if ahead is not None:
+            ahead.expect(nodes, committed=True)
+            ahead.expect([w[0] for w in waiting], committed=False)
+
+        def job(w, s) -> Node:
+            node = run.lab.finish(w[0], w[1], w[2], share=s)
+            if ahead is not None:
+                ahead.commit(node, run.lab.overlap.run)
+            return node
+
+        jobs = [lambda w=w, s=s: job(w, s) for w, s in zip(waiting, shares)]
+        done = at_once(run, workers, jobs, run.agents.analyst if ahead is not None else None)
         nodes += [after(run, node, w[3]) for node, w in zip(done, waiting, strict=True)]
     return nodes
 
@@ -246,16 +261,20 @@ def evals_left(run: Run) -> int:
     return max(run.meter.budget.evals - run.meter.evals, 0)
 
 
-def at_once(run: Run, workers: int, jobs: list) -> list[Node]:
+def at_once(run: Run, workers: int, jobs: list, analyst: Any = None) -> list[Node]:
     """The jobs run at once through an `Overlap` on the executor's backend, the lab's evaluations on
-    `workers` workers."""
+    `workers` workers; `analyst` (on the same backend) asks through it too."""
     executor = run.agents.executor
     overlap = Overlap(executor.backend, workers)
     executor.backend, run.lab.overlap = OverlapBackend(overlap), overlap
+    if analyst is not None:
+        analyst.backend = executor.backend
     try:
         return overlap.run(jobs)
     finally:
         executor.backend, run.lab.overlap = overlap.backend, None
+        if analyst is not None:
+            analyst.backend = overlap.backend
         if overlap.batches:
             run.ledger.event("overlap", round=run.round, workers=workers, batches=overlap.batches)
 
