@@ -353,10 +353,33 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
     assert "minimize; seed 4 (measured) = 0, reference 0 (best known) = 1." in text
     assert "| arts-ttt − arts | 1 | 0.375 [0.250, 0.500] |" in text  # 0.75 - {0.25, 0.375, 0.5}
     assert "## Learning (test-time training)" in text and "](learning.png)" in text
+    assert "| all tasks | arts-ttt | 2 | 2 | 0 (0%) | - | - | 1 | 0 | - |" in text  # no KL, no seconds given
     assert len(pd.read_csv(cfg.out / "updates.csv")) == 2 and (cfg.out / "learning.png").exists()
     assert f"| {task.name} | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
     assert "| all tasks | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
     assert list(runs.credit_pairs.fillna(0)) == [0, 0, 3, 3]
+
+
+def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_update_seconds():
+    from arts.search.bench.report import learning_summary
+
+    def u(task, seed, applied, kl, parents, update_s, round_s):
+        return {"task": task, "method": "arts-ttt", "seed": seed, "applied": applied, "kl": kl,
+                "entropy_targets": 2.0, "entropy_parents": parents, "update_s": update_s, "round_s": round_s}  # fmt: skip
+
+    updates = [
+        u("a", 0, True, 0.0, 0.0, 10.0, 90.0),
+        u("a", 0, True, 0.002, 1.0, 10.0, 90.0),
+        u("a", 0, False, 0.0, 0.0, 0.0, 100.0),  # no signal: skipped, its KL not the run's last
+        u("a", 1, True, 0.004, 1.0, 30.0, 70.0),
+        u("b", 0, False, float("nan"), 0.0, 0.0, 50.0),  # never applied: no KL
+    ]
+    table = learning_summary(updates)
+    assert table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 |"  # 50 / 350
+    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 |"
+    assert (
+        table[4] == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 |"
+    )  # 50 / 400
 
 
 def test_a_run_made_before_the_credit_check_takes_it_from_arts_credit(tmp_path):

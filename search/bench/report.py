@@ -191,6 +191,40 @@ def per_task(
     return lines
 
 
+def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
+    """Per task and method, then over every task: what the updates had to learn from and what they did.
+    Rounds without signal (every action rewarded alike) are skipped updates; the KL is that of the last
+    applied update of each run before its step (how far the updates before it moved the adapter), the
+    median over runs and the largest;
+    the entropies are means over updates (a collapse shows as 0); the seconds are every update's against
+    every round's."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for u in updates:
+        groups[(u["task"], u["method"])].append(u)
+        groups[("all tasks", u["method"])].append(u)
+    body = []
+    for (task, method), us in sorted(groups.items(), key=lambda kv: kv[0][0] == "all tasks"):
+        runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for u in us:
+            runs[u["seed"] if task != "all tasks" else (u["task"], u["seed"])].append(u)
+        applied = [u for u in us if u["applied"]]
+        last_kl = [
+            a[-1]["kl"]
+            for a in ([u for u in r if u["applied"] and _num(u["kl"])] for r in runs.values())
+            if a
+        ]
+        seconds = [sum(u[k] for u in us if _num(u.get(k))) for k in ("update_s", "round_s")]
+        body.append([
+            task, method, str(len(runs)), str(len(us)), f"{len(us) - len(applied)} ({1 - len(applied) / len(us):.0%})",
+            _fmt(statistics.median(last_kl) if last_kl else None, 2), _fmt(max(last_kl, default=None), 2),
+            _fmt(_mean([u["entropy_targets"] for u in us]), 3), _fmt(_mean([u["entropy_parents"] for u in us]), 3),
+            _fmt(seconds[0] / seconds[1] if seconds[1] else None, 2),
+        ])  # fmt: skip
+    header = ["task", "method", "runs", "updates", "no signal (skipped)", "KL before the last (median)"]
+    header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s"]
+    return _table(header, body)
+
+
 def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     keys = ["mean_reward", "rewarded_fraction", "entropy_targets", "entropy_parents", "kl", "loss"]
     keys += ["update_s", "round_s"]
@@ -205,7 +239,7 @@ def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     lines[-1] += "update's actions (per token, before its step). In the "
     lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
     header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s"]
-    lines += ["", *_table(header, body)]
+    lines += ["", "In sum:", "", *learning_summary(updates), "", "Every update:", "", *_table(header, body)]
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
 
 
