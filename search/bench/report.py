@@ -195,9 +195,8 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
     """Per task and method, then over every task: what the updates had to learn from and what they did.
     Rounds without signal (every action rewarded alike) are skipped updates; the KL is that of the last
     applied update of each run before its step (how far the updates before it moved the adapter), the
-    median over runs and the largest;
-    the entropies are means over updates (a collapse shows as 0); the seconds are every update's against
-    every round's."""
+    median over runs and the largest; the entropies are means over updates (a collapse shows as 0); the
+    seconds are every update's against every round's."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for u in updates:
         groups[(u["task"], u["method"])].append(u)

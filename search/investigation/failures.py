@@ -5,8 +5,9 @@ A round's failed or regressed nodes are attributed; when none is and the best-so
 features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
 plateau's experiments tested. In the reflection mode one free-text reflection replaces the diagnosis. At most
 `per_round` attributions run (each is three model calls); while a round's experiments run at once, those
-whose place among them is settled start before the others have evaluated (`Ahead`). Not done here: the causes, critic, judge and
-routing table themselves (`attribution`), or applying a decision (`hypotheses.Exploit`).
+whose place among them is settled start before the others have evaluated (`Ahead`). Not done here: the
+causes, critic, judge and routing table themselves (`attribution`), or applying a decision
+(`hypotheses.Exploit`).
 """
 
 from __future__ import annotations
@@ -76,23 +77,19 @@ class Ahead:
         self, ledger: Ledger, analyst: Analyst, cfg: AttributionConfig, seed: int, before: list[Node]
     ):
         self.ledger, self.analyst, self.cfg, self.seed = ledger, analyst, cfg, seed
-        self.order: list[int] = []
-        self.committed: set[int] = set()
+        self.order = [n.id for n in before]
         self.started: set[int] = set()
         self.decisions: dict[int, Decision | None] = {}
-        self.expect(before, committed=True)
 
-    def expect(self, nodes: list[Node], committed: bool) -> None:
-        """The round's next nodes, in node order (`committed`: their outcome is stored already)."""
+    def expect(self, nodes: list[Node]) -> None:
+        """The round's next nodes, in node order."""
         self.order += [n.id for n in nodes]
-        if committed:
-            self.committed.update(n.id for n in nodes)
 
     def settled(self) -> list[int]:
         """Nodes known to be attributed this round and not started yet."""
         state, failed, out = self.ledger.state, 0, []
         for nid in self.order:
-            if nid not in self.committed:
+            if state.nodes[nid].status == "pending":  # not committed yet
                 break
             if failed_or_regressed(state, state.nodes[nid]):
                 failed += 1
@@ -102,10 +99,9 @@ class Ahead:
                     out.append(nid)
         return out
 
-    def commit(self, node: Node, together: Together) -> None:
-        """`node` has committed: attribute what that settles, here and now (the caller holds the harness
+    def commit(self, together: Together) -> None:
+        """A node has committed: attribute what that settles, here and now (the caller holds the harness
         and lets it go while the model answers)."""
-        self.committed.add(node.id)
         ready = self.settled()
         self.started.update(ready)
         state = self.ledger.state

@@ -216,13 +216,12 @@ def run_group(
         ]  # one move, one parent
         shares = [(same[:i].count(key), same.count(key)) for i, key in enumerate(same)]
         if ahead is not None:
-            ahead.expect(nodes, committed=True)
-            ahead.expect([w[0] for w in waiting], committed=False)
+            ahead.expect(nodes + [w[0] for w in waiting])
 
         def job(w, s) -> Node:
             node = run.lab.finish(w[0], w[1], w[2], share=s)
             if ahead is not None:
-                ahead.commit(node, run.lab.overlap.run)
+                ahead.commit(run.lab.overlap.run)
             return node
 
         jobs = [lambda w=w, s=s: job(w, s) for w, s in zip(waiting, shares)]
