@@ -6,10 +6,12 @@ update per round, for each learning rate given; before each update it scores the
 adapter has not seen) under the adapter and under the base model, and counts, over pairs of differently
 rewarded actions, how often the adapter had raised the better one more (`training.credit`: 0.5 is no
 learning). It answers "would another learning rate have learned something that carries to later rounds?"
-without running a search again. The replay is off policy (the actions were sampled by the run's own
+without running a search again. Given several runs, it also pools them: per learning rate the mean of the
+runs' concordances, and per rate after the first its paired difference from the first rate, each with a
+bootstrap 95% interval stratified by task (`search.bench.metrics.mean_ci`). The replay is off policy (the actions were sampled by the run's own
 adapter); each update starts at ratio 1 under the replayed adapter, as an on-policy update would.
 
-Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR [--lr 2e-4 1e-3 5e-3] [--epochs 1] [--threads 1]
+Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--epochs 1] [--threads 1]
        [--json out.json]
 """
 
@@ -31,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
+from arts.search.bench.metrics import mean_ci  # noqa: E402
 from arts.search.config import load_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.credit import CreditAction, base_span_logprobs, credit  # noqa: E402
@@ -78,31 +81,63 @@ def replay(model: str | None, groups: list[list], lr: float, epochs: int, seed: 
             "update_s": seconds / updates if updates else None, **check.model_dump()}  # fmt: skip
 
 
+def pooled(runs: list[dict]) -> list[str]:
+    """Per learning rate, the mean concordance over the runs with pairs, and its paired difference from the
+    first rate, each with an interval stratified by task."""
+    rates = [row["lr"] for row in runs[0]["rows"]]
+    tasks = list(dict.fromkeys(r["task"] for r in runs))
+
+    def strata(value) -> list[list[float]]:
+        return [[v for r in runs if r["task"] == t and (v := value(r)) is not None] for t in tasks]
+
+    def at(r: dict, i: int) -> float | None:
+        return r["rows"][i]["concordance"]
+
+    lines = []
+    for i, lr in enumerate(rates):
+        values = strata(lambda r, i=i: at(r, i))
+        pairs = sum(r["rows"][i]["pairs"] for r in runs)
+        line = f"lr {lr:g}: mean concordance {mean_ci(values).fmt()} over {sum(map(len, values))} runs, {pairs} pairs"
+        if i:
+            diff = strata(
+                lambda r, i=i: None if at(r, i) is None or at(r, 0) is None else at(r, i) - at(r, 0)
+            )
+            line += f"; minus lr {rates[0]:g}: {mean_ci(diff).fmt()}"
+        lines.append(line)
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dirs", type=Path, nargs="+")
     ap.add_argument("--lr", type=float, nargs="+", default=[2e-4, 1e-3, 5e-3])
     ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
-    cfg = load_config(args.run_dir / "config.toml", {})
-    groups = groups_of(args.run_dir)
-    print(f"{args.run_dir}: {len(groups)} groups with sampled tokens and rewards")
-    rows = []
-    for lr in args.lr:
-        t0 = time.perf_counter()
-        row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.ttt.grpo.seed)
-        rows.append(row)
-        c = row["concordance"]
-        print(
-            f"lr {lr:g}: {row['updates']} updates, KL to base at the last {row['kl_last'] or 0:.2e}/token, "
-            f"held-out concordance {'-' if c is None else f'{c:.3f}'} over {row['pairs']} pairs "
-            f"({time.perf_counter() - t0:.0f}s)"
-        )
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+    runs = []
+    for run_dir in args.run_dirs:
+        cfg = load_config(run_dir / "config.toml", {})
+        groups = groups_of(run_dir)
+        print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
+        rows = []
+        for lr in args.lr:
+            t0 = time.perf_counter()
+            row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.ttt.grpo.seed)
+            rows.append(row)
+            c = row["concordance"]
+            print(
+                f"  lr {lr:g}: {row['updates']} updates, KL to base at the last {row['kl_last'] or 0:.2e}/token, "
+                f"held-out concordance {'-' if c is None else f'{c:.3f}'} over {row['pairs']} pairs "
+                f"({time.perf_counter() - t0:.0f}s)",
+                flush=True,
+            )
+        runs.append({"run": str(run_dir), "task": cfg.task, "rows": rows})
+        if args.json:  # after every run: a long replay keeps what it finished
+            args.json.write_text(json.dumps(runs, indent=2))
+    if len(runs) > 1:
+        print("\n".join(pooled(runs)))
     return 0
 
 
