@@ -1,9 +1,9 @@
 """The executor agent: implements one hypothesis on a program, one typed edit action at a time.
 
 Why so small: the default model has 135M parameters. It cannot run a tool-calling loop or write diffs,
-but under a per-call grammar it reliably emits one small JSON action (see `policy.edits`). So the harness
+but under a per-call grammar it reliably emits one small JSON action (see `policy.edits.apply`). So the harness
 does what a larger agent would do with tools: it shows the (trimmed, line-numbered) file in every prompt
-(`policy.executor_prompt`), applies the action, and calls `validate` after every applied edit. A step is: short prompt → one
+(`policy.edits.prompt`), applies the action, and calls `validate` after every applied edit. A step is: short prompt → one
 constrained action → apply (a rejected edit is shown back as the last error) → validate → stop at the
 first valid result, else show the evaluator's reason and go on, up to `max_actions` model calls.
 
@@ -22,16 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
-from arts.policy.edits import (
+from arts.policy.edits.apply import (
     EditError,
     apply_edit,
     edit_schema,
     program_key,
     unwrap,
 )
-from arts.policy.executor_prompt import action_prompt, one_line, window
-from arts.policy.moves import directed_target
-from arts.policy.step_menus import direction, mentioned, step_menus
+from arts.policy.edits.moves import directed_target
+from arts.policy.edits.prompt import action_prompt, one_line, window
+from arts.policy.edits.step_menus import direction, mentioned, step_menus
 from arts.tasks.base import EvalResult
 
 EditOp = Literal[
@@ -173,7 +173,7 @@ class Executor:
         evaluations are spent. `known(files)` names an earlier evaluation of exactly these files (such an
         edit is rejected before an evaluation is spent); `tried` lists earlier edits and their scores;
         `share` = (i, k): this is the i-th of k executors running the same hypothesis at once, and each
-        menu offers its i-th share (`policy.step_menus`); `level`: the compass's step level on these
+        menu offers its i-th share (`policy.edits.step_menus`); `level`: the compass's step level on these
         files (`search.compass`)."""
         cfg, out = self.config, ExecutorResult(files=dict(files))
         focus, last_error, current, evals = editable[0], "", dict(files), 0

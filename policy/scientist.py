@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from arts.policy.base import Backend, Completion, Message
 from arts.policy.call import ask, chat
 from arts.policy.candidates import Candidate
-from arts.policy.moves import Moves, directed_target, spread
+from arts.policy.edits.moves import Moves, directed_target, spread
 from arts.policy.parsing import salvage_items
 from arts.policy.sampler import normalise
 from arts.policy.spans import candidate_token_spans

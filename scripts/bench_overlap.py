@@ -31,7 +31,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from arts.search.cli import main as arts  # noqa: E402
+from arts.search.cli.main import main as arts  # noqa: E402
 from arts.search.methods import arts as arts_method  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from arts.policy.calls import numeric_keywords
-from arts.policy.menus import step_level
-from arts.policy.targets import list_targets, number
+from arts.policy.edits.keywords import numeric_keywords
+from arts.policy.edits.menus import step_level
+from arts.policy.edits.targets import list_targets, number
 from arts.search.state import Node, SearchState
 
 GIVE_UP = 3

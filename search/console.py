@@ -146,7 +146,7 @@ class Console:
 def drawn_line(round: int, drawn: list[tuple[Any, float]]) -> str:
     """The round's drawn actions as the grammar forced them (verb, target, parent, stated probability);
     a 135M model's free text after the target is left to `said` (shown under -v)."""
-    from arts.policy.moves import directed_target
+    from arts.policy.edits.moves import directed_target
 
     parts = []
     for c, p in drawn:

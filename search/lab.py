@@ -234,7 +234,7 @@ class Lab:
         share: tuple[int, int] | None = None,
     ) -> Node:
         """Run a pending node's experiment and commit its outcome (see `expand`); `share`: the executor's
-        share of the menus among those running the same hypothesis at once (`policy.step_menus`)."""
+        share of the menus among those running the same hypothesis at once (`policy.edits.step_menus`)."""
         workdir = self.node_dir(node.id)
         t0 = time.time()
         try:

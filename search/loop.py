@@ -12,7 +12,7 @@ import time
 from arts.search.context import Run
 from arts.search.methods.base import Method
 from arts.search.methods.proposals import calls_at_once
-from arts.search.report import live_update
+from arts.search.report.html import live_update
 from arts.search.state import Insight
 from arts.search.summary import finish
 

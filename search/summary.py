@@ -18,7 +18,7 @@ from pathlib import Path
 from arts.search.context import Run
 from arts.search.investigation.space import best_supported, established, unexplained
 from arts.search.methods.base import Method
-from arts.search.report import write_report
+from arts.search.report.html import write_report
 from arts.tasks.evaluate import run_evaluation
 from arts.tasks.isolation import probe
 from arts.tasks.workcopy import remove

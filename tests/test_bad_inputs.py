@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 
 TASK = """name = "bad-input"
 statement = "statement.md"

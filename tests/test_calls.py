@@ -11,11 +11,11 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.calls import call_sites, keyword_menus
-from arts.policy.edits import EditError, SetKeyword, apply_edit, edit_schema, unwrap
+from arts.policy.edits.apply import EditError, SetKeyword, apply_edit, edit_schema, unwrap
+from arts.policy.edits.keywords import call_sites, keyword_menus
+from arts.policy.edits.menus import library_signature, param_menu
+from arts.policy.edits.mutation import random_edit
 from arts.policy.executor import Executor, ExecutorConfig
-from arts.policy.menus import library_signature, param_menu
-from arts.policy.mutation import random_edit
 from arts.tasks.base import EvalResult
 from tests.test_executor import ScriptedBackend
 
@@ -183,7 +183,7 @@ def test_arts_with_a_scripted_model_tunes_the_keywords_of_the_seeds_tree(tmp_pat
 
 
 def test_mutate_through_the_arts_command_sets_keyword_arguments_and_swaps_calls(tmp_path):
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from arts.search.store import Store
 
     run = tmp_path / "run"
@@ -220,7 +220,7 @@ def test_the_scientist_is_offered_directions_for_a_numeric_keyword_and_tune_for_
     [("increase n_neighbors", 0, "6"), ("increase n_neighbors", 1, "4"), ("decrease n_neighbors", 0, "2")],
 )
 def test_a_directed_keyword_offers_the_compass_step_on_its_side(hypothesis, level, value):
-    from arts.policy.step_menus import step_menus
+    from arts.policy.edits.step_menus import step_menus
 
     sides = {"n_neighbors": 1 if hypothesis.startswith("increase") else -1}
     files = {"model.py": KNN}

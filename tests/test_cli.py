@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from tests.test_tasks import write_task
 
 
@@ -100,9 +100,9 @@ def test_a_bad_field_value_names_the_field(monkeypatch, capsys):
 
 
 def test_short_flags_set_real_config_fields():
-    from arts.search.cli import ALIASES
+    from arts.search.cli.flags import config_fields
+    from arts.search.cli.main import ALIASES
     from arts.search.config import SearchConfig
-    from arts.search.flags import config_fields
 
     leaves = {path for path, _, sub in config_fields(SearchConfig) if sub is None}
     assert set(ALIASES.values()) <= leaves, set(ALIASES.values()) - leaves
@@ -123,7 +123,7 @@ def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
 
 
 def test_every_config_model_reads_its_field_docstrings():
-    from arts.search.cli import config_fields
+    from arts.search.cli.main import config_fields
     from arts.search.config import SearchConfig
 
     models = {SearchConfig} | {sub for _, _, sub in config_fields(SearchConfig) if sub is not None}
@@ -133,7 +133,7 @@ def test_every_config_model_reads_its_field_docstrings():
 
 FAST = """
 import sys
-from arts.search.cli import main
+from arts.search.cli.main import main
 try:
     main(sys.argv[1:])
 except SystemExit:

@@ -85,7 +85,7 @@ def test_a_probe_counts_as_a_move_of_its_size():
 def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch):
     """Through `arts search`: each experiment's executor gets the level of its own parent."""
     from arts.policy.executor import Executor
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from tests.test_search import RuleBackend, make_task
 
     backend = RuleBackend()

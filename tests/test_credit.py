@@ -84,7 +84,7 @@ def test_the_check_scores_the_base_and_finds_what_the_adapter_learned(tmp_path, 
 
 
 def test_arts_credit_on_a_run_without_ttt_says_what_to_do(tmp_path, capsys):
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from arts.search.store import Store
 
     with Store.open(tmp_path / "run", create=True) as store:
@@ -96,7 +96,7 @@ def test_arts_credit_on_a_run_without_ttt_says_what_to_do(tmp_path, capsys):
 def test_arts_credit_reads_a_ttt_run_and_writes_credit_json(tmp_path, tiny_model_dir, capsys):
     """Through the command: a finished TTT run's summary carries the check, and `arts credit` recomputes it
     from the store with the base weights alone (a fresh model, no adapter loaded): the same figures."""
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from tests.test_search import make_task
     from tests.test_ttt import runner
 

@@ -169,7 +169,7 @@ def test_selection_spreads_over_regions_and_favours_open_evidence():
 
 
 def test_the_report_grounds_model_text_against_the_store_and_the_code(tmp_path, rules):
-    from arts.search.report import write_report
+    from arts.search.report.html import write_report
     from arts.search.state import Insight
 
     run_with_rules(_cfg(tmp_path), tmp_path / "run")

@@ -10,7 +10,7 @@ import pydantic
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits import (
+from arts.policy.edits.apply import (
     OPS,
     EditError,
     ReadFile,
@@ -24,7 +24,7 @@ from arts.policy.edits import (
     edit_schema,
     unwrap,
 )
-from arts.policy.targets import anchor, anchors, list_targets
+from arts.policy.edits.targets import anchor, anchors, list_targets
 
 SAMPLE = '''"""A tiny packing program."""
 
@@ -311,7 +311,7 @@ def test_an_edit_of_docstrings_or_comments_only_is_no_change():
 
 
 def test_value_menus_move_every_value_and_keep_its_type():
-    from arts.policy.edits import value_menu
+    from arts.policy.edits.apply import value_menu
 
     assert sorted(value_menu(0.01)) == [0.0025, 0.005, 0.008, 0.009, 0.011, 0.0125, 0.02, 0.04]
     assert sorted(value_menu(8)) == [2, 4, 6, 7, 9, 10, 16, 32] and value_menu(1) == [2, 3, 4]
@@ -324,7 +324,7 @@ def test_value_menus_move_every_value_and_keep_its_type():
 def test_value_menus_list_their_steps_coarse_to_fine_the_extremes_last():
     """The order a compass search tries its steps: each side of the value opens with x2 or x0.5, then
     x1.25 or x0.8, then x1.1 or x0.9, then x4 or x0.25; the executor's enum keeps this order."""
-    from arts.policy.edits import value_menu
+    from arts.policy.edits.apply import value_menu
 
     menu = value_menu(0.01)
     assert [v for v in menu if v > 0.01] == [0.02, 0.0125, 0.011, 0.04]
@@ -385,8 +385,8 @@ LISTS = "SIZES = (64, 32)\nWEIGHTS = [0.5, -1.0, 2]\nNAMES = ['a', 'b']\n\n\ndef
 
 
 def test_numbers_of_a_literal_list_or_tuple_are_targets_of_their_own():
-    from arts.policy.moves import directed_target
-    from arts.policy.mutation import random_edit
+    from arts.policy.edits.moves import directed_target
+    from arts.policy.edits.mutation import random_edit
     from arts.search.methods.targets import targets
     from arts.search.state import Node, SearchState
 

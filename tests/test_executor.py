@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from arts.policy.base import Completion
+from arts.policy.edits.prompt import window
 from arts.policy.executor import Executor, ExecutorConfig
-from arts.policy.executor_prompt import window
 from arts.tasks.base import EvalResult
 
 PROGRAM = '''RADIUS = 0.1

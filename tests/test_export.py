@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.config import SearchConfig, to_toml
 from arts.search.state import Event, Node, Rollout
 from arts.search.store import Store

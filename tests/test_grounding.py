@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from arts.search.grounding import (
+from arts.search.report.grounding import (
     REDACTED,
     UNSUPPORTED,
     claimed_methods,

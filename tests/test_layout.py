@@ -207,9 +207,9 @@ import importlib.util, sys
 from pathlib import Path
 target, repo = Path(sys.argv[1]), Path(sys.argv[2])
 assert not any(Path(p or ".").resolve() == repo for p in sys.path), sys.path
-import arts.search.cli, arts.tasks.base
+import arts.search.cli.main, arts.tasks.base
 from arts.tasks.base import BUILTIN_DIR, builtin_names, resolve_task
-for module in (arts.search.cli, arts.tasks.base):
+for module in (arts.search.cli.main, arts.tasks.base):
     assert Path(module.__file__).is_relative_to(target), module.__file__
 assert BUILTIN_DIR.is_relative_to(target) and len(builtin_names()) >= 5, BUILTIN_DIR
 for name in builtin_names():

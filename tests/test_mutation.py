@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from arts.policy.edits import EditError, apply_edit, value_menu
-from arts.policy.mutation import random_edit
-from arts.policy.targets import list_targets
+from arts.policy.edits.apply import EditError, apply_edit, value_menu
+from arts.policy.edits.mutation import random_edit
+from arts.policy.edits.targets import list_targets
 from tests.test_edits import FILES, SAMPLE
 
 

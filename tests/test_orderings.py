@@ -14,10 +14,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits import EditError, SetReturn, apply_edit, edit_schema, return_menus, unwrap
-from arts.policy.mutation import random_edit
-from arts.policy.orderings import builds_list, ordering_menu, return_pattern
-from arts.policy.targets import function_nodes, parse, return_functions
+from arts.policy.edits.apply import EditError, SetReturn, apply_edit, edit_schema, return_menus, unwrap
+from arts.policy.edits.mutation import random_edit
+from arts.policy.edits.orderings import builds_list, ordering_menu, return_pattern
+from arts.policy.edits.targets import function_nodes, parse, return_functions
 from arts.tasks.base import BUILTIN_DIR
 from tests.test_swaps import SwapRules
 
@@ -162,7 +162,7 @@ def test_arts_with_a_scripted_model_rewrites_the_seeds_order(tmp_path, monkeypat
 
 
 def test_mutate_through_the_arts_command_rewrites_the_order(tmp_path):
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from arts.search.store import Store
 
     run = tmp_path / "run"
@@ -220,7 +220,7 @@ def test_with_value_menus_an_arithmetic_return_answers_from_concrete_expressions
 def test_the_bin_packing_menu_holds_best_fit_which_beats_the_seed(tmp_path, capsys):
     """The menu is not only well-formed: its `-bins` (best fit) scores below the first-fit seed on the
     task's own evaluator, through `arts eval --files`."""
-    from arts.search.cli import main
+    from arts.search.cli.main import main
 
     edited = apply_edit({"solution.py": FIRST_FIT}, SetReturn(function="priority", expression="-bins"))
     (tmp_path / "solution.py").write_text(edited["solution.py"])

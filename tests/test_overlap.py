@@ -11,7 +11,7 @@ import time
 import pytest
 
 from arts.policy.base import Completion, Request, Usage
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.overlap import Overlap, OverlapBackend
 from arts.search.store import Store
 from tests.test_search import RuleBackend, make_task
@@ -283,7 +283,7 @@ def test_executors_of_one_move_on_one_parent_answer_from_disjoint_shares(tmp_pat
 
 
 def test_a_share_is_every_kth_entry_and_never_empty():
-    from arts.policy.step_menus import step_menus
+    from arts.policy.edits.step_menus import step_menus
 
     files = {"s.py": "X = 1.0\n"}
     parts = [

@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.store import Store
 from tests.test_overlap import BatchingRules
 from tests.test_search import make_task

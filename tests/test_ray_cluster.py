@@ -46,7 +46,7 @@ def slow_task(root: Path, seconds: float) -> Path:
 
 
 def bench(task: Path, out: Path, address: str, seeds: int) -> list[str]:
-    return [sys.executable, "-c", "from arts.search.cli import main; raise SystemExit(main())", "bench",
+    return [sys.executable, "-c", "from arts.search.cli.main import main; raise SystemExit(main())", "bench",
             "--tasks", str(task), "--methods", "mutate", "--seeds", str(seeds), "--evals", "3", "--out",
             str(out), "--ray", "--ray-address", address, "--ray-cpus", "1", "--jobs", "2"]  # fmt: skip
 

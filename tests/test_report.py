@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from arts.search.plots import ticks
-from arts.search.report import render_report
+from arts.search.report.html import render_report
+from arts.search.report.plots import ticks
 from arts.search.state import Event, Insight, Node, Observation, SearchState
 
 SEED = "MARGIN = 0.01\ndef pack():\n    return MARGIN\n"
@@ -67,7 +67,7 @@ def test_ticks_cover_the_data_with_round_steps():
 
 
 def test_a_one_round_run_records_its_sandbox(tmp_path):
-    from arts.search.cli import main
+    from arts.search.cli.main import main
 
     run = tmp_path / "run"
     argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "1", "--run-dir", str(run), "-q"]

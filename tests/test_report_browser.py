@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.store import Store
 
 BROWSER = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.store import Store
 
 ARTS = str(Path(sys.executable).parent / "arts")

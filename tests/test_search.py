@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from arts.policy.base import Completion, Usage
-from arts.policy.moves import directed_target, spread
+from arts.policy.edits.moves import directed_target, spread
 from arts.search.config import SearchConfig
 from arts.search.loop import run_search
 from arts.search.methods.targets import by_promise

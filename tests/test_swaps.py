@@ -12,12 +12,12 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits import EditError, SwapCall, apply_edit, edit_schema, unwrap
+from arts.policy.edits.apply import EditError, SwapCall, apply_edit, edit_schema, unwrap
+from arts.policy.edits.moves import directed_target
+from arts.policy.edits.mutation import random_edit
+from arts.policy.edits.swaps import kept_keywords, siblings, swap_menus, swap_sites
 from arts.policy.executor import Executor, ExecutorConfig
-from arts.policy.moves import directed_target
-from arts.policy.mutation import random_edit
 from arts.policy.scientist import directed_pattern
-from arts.policy.swaps import kept_keywords, siblings, swap_menus, swap_sites
 from arts.tasks.base import BUILTIN_DIR, EvalResult
 from tests.test_executor import ScriptedBackend
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from arts.search.cli import main
+from arts.search.cli.main import main
+from arts.search.report.trackers import Reporting
 from arts.search.state import Event, Node, SearchState
-from arts.search.trackers import Reporting
 
 SEEN: list[tuple[str, dict, int]] = []
 """What `Recorder` was sent. The trackers are loaded by name (`tests.test_trackers`), which may be another

@@ -333,7 +333,7 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
     with native bf16 and float32 on one without, and float32 whenever --ttt trains the scientist (the
     executor then shares its copy); a trained bf16 scientist, asked for, is told what it costs."""
     from arts.search import run as run_module
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from tests.test_search import make_task
 
     made, real = [], run_module.make_backend
@@ -358,7 +358,7 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
 
 
 def test_a_dtype_for_a_served_model_is_refused_with_the_fix(tmp_path, capsys):
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from tests.test_search import make_task
 
     argv = ["search", str(make_task(tmp_path / "task")), "--run-dir", str(tmp_path / "run"),

@@ -340,7 +340,7 @@ def test_a_checkpoint_whose_update_event_was_lost_is_logged_again(tmp_path, tiny
 
 
 def test_ttt_config_and_flags():
-    from arts.search.cli import _overrides, build_parser
+    from arts.search.cli.main import _overrides, build_parser
     from arts.search.config import SearchConfig, load_config
     from arts.search.run import method_of
 
@@ -508,7 +508,7 @@ def test_real_model_ttt_search_updates_the_scientist(tmp_path):
     """`arts search --ttt` with the embedded model as scientist and executor on a small task.
     Invalid actions are penalised (reward -1) so that a group mixing valid and invalid actions carries
     signal even when no valid one beats the seed."""
-    from arts.search.cli import main
+    from arts.search.cli.main import main
     from tests.test_search import make_task
 
     task = make_task(tmp_path / "task")

@@ -9,7 +9,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from arts.search.cli import main
+from arts.search.cli.main import main
 from arts.search.methods.targets import parent_ids
 from arts.search.state import Node, SearchState
 from arts.search.store import Store

@@ -183,7 +183,7 @@ def entropy(values: Sequence[Hashable]) -> float:
 
 
 def _target(candidate: dict[str, Any]) -> str:
-    from arts.policy.moves import directed_target
+    from arts.policy.edits.moves import directed_target
 
     found = directed_target(str(candidate.get("hypothesis", "")))
     return found[1] if found else str(candidate.get("axis", ""))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from arts.policy.candidates import Candidate
-from arts.policy.moves import directed_target
+from arts.policy.edits.moves import directed_target
 from arts.search.investigation import followups, probes, space
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger

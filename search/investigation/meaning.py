@@ -20,7 +20,7 @@ import functools
 import re
 from typing import Any
 
-from arts.policy.moves import directed_target
+from arts.policy.edits.moves import directed_target
 
 SAME = 0.85
 """Free-text hypotheses with the same numbers and at least this cosine are one experiment."""

@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from arts.policy.edits import EditError, SetConstant, apply_edit
-from arts.policy.menus import value_menu
-from arts.policy.moves import directed_target
-from arts.policy.targets import list_targets, number
+from arts.policy.edits.apply import EditError, SetConstant, apply_edit
+from arts.policy.edits.menus import value_menu
+from arts.policy.edits.moves import directed_target
+from arts.policy.edits.targets import list_targets, number
 from arts.search.investigation import space
 from arts.search.ledger import Ledger
 from arts.search.state import Node, SearchState

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from arts.policy.edits import EditError, apply_edit, program_key
-from arts.policy.mutation import random_edit
+from arts.policy.edits.apply import EditError, apply_edit, program_key
+from arts.policy.edits.mutation import random_edit
 from arts.search.context import Run
 from arts.search.lab import Edit
 from arts.search.methods.base import method

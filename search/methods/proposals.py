@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from arts.policy.candidates import Candidate
-from arts.policy.moves import directed_target
+from arts.policy.edits.moves import directed_target
 from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes

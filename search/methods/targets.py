@@ -14,11 +14,11 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 
-from arts.policy.calls import keyword_menus, numeric_keywords
-from arts.policy.edits import constant_menus, return_menus
-from arts.policy.moves import Moves, directed_target
-from arts.policy.swaps import swap_menus
-from arts.policy.targets import list_targets, number, return_functions
+from arts.policy.edits.apply import constant_menus, return_menus
+from arts.policy.edits.keywords import keyword_menus, numeric_keywords
+from arts.policy.edits.moves import Moves, directed_target
+from arts.policy.edits.swaps import swap_menus
+from arts.policy.edits.targets import list_targets, number, return_functions
 from arts.search.state import Node, SearchState
 
 
@@ -89,7 +89,7 @@ def targets(state: SearchState, known: Callable[[dict[str, str]], str | None]) -
 
 def _keyword_verbs(menu: list[str], value: int | float | None) -> tuple[str, ...]:
     """A numeric keyword moves like a constant, `increase` and `decrease` while its fresh menu holds a
-    number on that side (the executor then takes the compass's next step, `policy.step_menus`); any
+    number on that side (the executor then takes the compass's next step, `policy.edits.step_menus`); any
     other keyword, or one whose fresh menu holds only words, is tuned. On diabetes-knn, tuning, the 135M
     default lowered `n_neighbors` from 3 to 1 (by its digits) in one of 3 runs and never moved it in
     another; the third raised it to 6 and reached 0.489, against the seed's 0.338."""

@@ -3,9 +3,9 @@
 The default executor is a 135M model: free-form diffs and rewrites gave 0 valid edits in 33 tries, grammar-
 constrained JSON gave 40 valid objects of 40. So an edit is one small typed action, and `edit_schema` builds
 per call a pydantic model whose `Literal` enums hold the file's real constants, functions and line anchors
-(`policy.targets` finds them). `apply_edit` checks the result before an evaluation is spent (Python must
+(`policy.edits.targets` finds them). `apply_edit` checks the result before an evaluation is spent (Python must
 parse, something must change); `value_menu` gives the values a numeric constant may move to, which the
-executor's grammar offers and the random-mutation baseline (`policy.mutation`) draws from.
+executor's grammar offers and the random-mutation baseline (`policy.edits.mutation`) draws from.
 Not done: running anything (the sandbox does), renames, class-level edits other than `replace_lines`,
 or any check beyond parsing.
 """
@@ -22,7 +22,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.actions import (
+from arts.policy.edits.actions import (
     EditError,
     ReadFile,
     ReplaceFunction,
@@ -33,12 +33,12 @@ from arts.policy.actions import (
     SwapCall,
     WriteFile,
 )
-from arts.policy.calls import call_sites, keyword_menus, set_keyword
-from arts.policy.expressions import returns, shape_error
-from arts.policy.menus import value_menu
-from arts.policy.orderings import builds_list, is_list_build, return_menu, return_pattern
-from arts.policy.swaps import swap_call, swap_menus
-from arts.policy.targets import (
+from arts.policy.edits.expressions import returns, shape_error
+from arts.policy.edits.keywords import call_sites, keyword_menus, set_keyword
+from arts.policy.edits.menus import value_menu
+from arts.policy.edits.orderings import builds_list, is_list_build, return_menu, return_pattern
+from arts.policy.edits.swaps import swap_call, swap_menus
+from arts.policy.edits.targets import (
     anchor,
     anchors,
     body_statements,
@@ -58,7 +58,7 @@ BODY_CHARS = 600
 """Cap on a function body, checked after decoding: under a maxLength xgrammar forbids escapes (newlines)."""
 
 
-# The actions themselves (`policy.actions`), re-exported: callers import them from here.
+# The actions themselves (`policy.edits.actions`), re-exported: callers import them from here.
 def _enum(values: list[str]):
     return Literal[tuple(dict.fromkeys(values))]  # type: ignore[valid-type]
 

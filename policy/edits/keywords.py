@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from arts.policy.menus import NOTHING, Signature, library_signature, param_menu, source_signature
-from arts.policy.targets import function_nodes, parse, span
+from arts.policy.edits.menus import NOTHING, Signature, library_signature, param_menu, source_signature
+from arts.policy.edits.targets import function_nodes, parse, span
 
 MAX_CALLS = 8
 """At most this many calls of a file are targets (the first ones): each adds branches to the grammar."""

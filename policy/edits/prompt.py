@@ -5,7 +5,7 @@ short and always in the same order: the task line, a line-numbered window of the
 around the lines the hypothesis mentions when the file is long), the targets the offered actions can
 name, the other editable files, instructions, what was tried, the last error, the offered actions, and
 the hypothesis last. The action schema that goes with the prompt is built by the executor
-(`policy.executor`) from `policy.edits`; this module only writes text.
+(`policy.executor`) from `policy.edits.apply`; this module only writes text.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import re
 
 from arts.policy.base import Message
 from arts.policy.call import chat
-from arts.policy.calls import call_sites, call_source
-from arts.policy.swaps import swap_sites
-from arts.policy.targets import list_targets
+from arts.policy.edits.keywords import call_sites, call_source
+from arts.policy.edits.swaps import swap_sites
+from arts.policy.edits.targets import list_targets
 
 SYSTEM = (
     "Implement the hypothesis exactly as given, not a substitute of your own. "

@@ -1,4 +1,4 @@
-"""The typed edit actions a model writes, one pydantic model per op (`policy.edits` applies them and builds
+"""The typed edit actions a model writes, one pydantic model per op (`policy.edits.apply` applies them and builds
 the per-call schema that restricts their fields to the program's real targets)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class SetConstant(_Action):
 
 
 class SetKeyword(_Action):
-    """Set a keyword argument of a call (named by its callee, `policy.calls`) to a value of its menu;
+    """Set a keyword argument of a call (named by its callee, `policy.edits.keywords`) to a value of its menu;
     the parameter's default removes the keyword."""
 
     call: str
@@ -37,7 +37,7 @@ class SetKeyword(_Action):
 
 
 class SwapCall(_Action):
-    """Replace the callee of a call by a sibling of the same kind from its menu (`policy.swaps`)."""
+    """Replace the callee of a call by a sibling of the same kind from its menu (`policy.edits.swaps`)."""
 
     call: str
     op: Literal["swap_call"] = "swap_call"
@@ -46,8 +46,8 @@ class SwapCall(_Action):
 
 class SetReturn(_Action):
     """Replace the expression a function returns (its one-line final `return`), under the grammar of
-    `policy.expressions` (the function's parameters, the module's constants, numbers, arithmetic) or,
-    for a return that builds a list, of `policy.orderings` (sorted by a key, argsort, reversed)."""
+    `policy.edits.expressions` (the function's parameters, the module's constants, numbers, arithmetic) or,
+    for a return that builds a list, of `policy.edits.orderings` (sorted by a key, argsort, reversed)."""
 
     function: str
     op: Literal["set_return"] = "set_return"

@@ -8,7 +8,7 @@ import re
 Moves = dict[str, tuple[str, ...]]
 """Targets of directed hypotheses, most promising first: a name and the verbs it takes (`increase`,
 `decrease` for a numeric constant; `rewrite` for a function; `tune` for a keyword argument of a call;
-`swap` for a call whose callee has siblings, named as in `policy.calls` (`np.mean`, `Ridge#2`))."""
+`swap` for a call whose callee has siblings, named as in `policy.edits.keywords` (`np.mean`, `Ridge#2`))."""
 
 
 def spread(moves: Moves, k: int) -> list[Moves]:

@@ -2,7 +2,7 @@
 
 A program that returns `DecisionTreeClassifier(random_state=0)` can tune the tree's keywords, but the
 move that pays may be another classifier altogether. A swap is typed like every edit a 135M model makes:
-the call is named as in `policy.calls`, and the new callee is an entry of a menu built by introspection.
+the call is named as in `policy.edits.keywords`, and the new callee is an entry of a menu built by introspection.
 Siblings of a scikit-learn estimator are the estimators of the same type (`all_estimators`' classifier,
 regressor, cluster or transformer), with the same input and target tags (a multi-task regressor needs a
 2-d target; isotonic regression a 1-d input), from the estimator's own module and SWAP_MODULES, that
@@ -33,9 +33,9 @@ from functools import lru_cache
 from itertools import zip_longest
 from typing import Any
 
-from arts.policy.calls import imports, named_calls, remove_keyword
-from arts.policy.menus import allowed, library_signature, resolve
-from arts.policy.targets import constant_nodes, function_nodes, parse, span
+from arts.policy.edits.keywords import imports, named_calls, remove_keyword
+from arts.policy.edits.menus import allowed, library_signature, resolve
+from arts.policy.edits.targets import constant_nodes, function_nodes, parse, span
 
 SWAP_MODULES = (
     "sklearn.ensemble", "sklearn.linear_model", "sklearn.tree", "sklearn.neighbors", "sklearn.svm",

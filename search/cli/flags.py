@@ -2,7 +2,7 @@
 walking the pydantic model, and the same walk for `arts config show`.
 
 Importing this module is cheap; the walk imports the config (hence the model code) only when called, so
-`arts --help` stays fast (`search.cli`).
+`arts --help` stays fast (`search.cli.main`).
 """
 
 from __future__ import annotations

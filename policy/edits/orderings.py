@@ -1,13 +1,13 @@
 """Returns that build a list: the orderings a small model can write over a function's parameters.
 
 A function that returns an ordering of its inputs (`return list(range(len(jobs)))`, a permutation
-problem's seed) has no arithmetic return for `policy.expressions` to rewrite, and a 135M model asked for
+problem's seed) has no arithmetic return for `policy.edits.expressions` to rewrite, and a 135M model asked for
 a whole new body writes prose. So such a return gets its own regular grammar: the identity order
 reversed (not the identity itself: the 135M default, offered it, copied a seed's `list(range(len(p)))`
 into 15 of its first 16 actions, each refused as no change); `sorted(range(len(x)), key=lambda i: <key>)` with a key over the arguments at `i` (`p[i] /
 w[i]`), optionally reversed; and, when the module imports numpy as np, `list(np.argsort(<expr>))` over
 whole arrays, optionally reversed by `[::-1]`. Keys and array expressions are those of
-`policy.expressions` (names, numbers, the listed numpy calls, arithmetic), so each answer is a
+`policy.edits.expressions` (names, numbers, the listed numpy calls, arithmetic), so each answer is a
 well-formed permutation of `range(len(x))` over real names; whether it is a good one is the experiment.
 With value menus (the small profile) the grammar is an enum of concrete orderings instead (`ordering_menu`,
 less those already evaluated): under the regular grammar the 135M default answered a refused ordering
@@ -22,7 +22,7 @@ import ast
 import random
 import re
 
-from arts.policy.expressions import (
+from arts.policy.edits.expressions import (
     OPERATORS,
     expression_menu,
     pattern,

@@ -1,7 +1,7 @@
 """The `arts` sub-commands on runs: `report`, `runs`, `status`, `export`, `rollouts export`, `train`, and
 `serve` (a model, normally with a run's adapter).
 
-Split from `search.cli`, which holds the parser and the search. Every one reads a run through
+Split from `search.cli.main`, which holds the parser and the search. Every one reads a run through
 `Store.open_readonly`: a search running in that folder keeps its lock and is never blocked by them.
 """
 
@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from arts.search.report import run_status, write_report
-    from arts.search.runs import is_locked
+    from arts.search.cli.follow import is_locked
+    from arts.search.report.html import run_status, write_report
     from arts.search.store import Store
 
     run_dir = Path(args.run_dir)
@@ -31,7 +31,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from arts.search.runs import list_runs, runs_table
+    from arts.search.cli.follow import list_runs, runs_table
 
     root = Path(args.dir)
     views = list_runs(root)
@@ -43,7 +43,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from arts.search.runs import read_run, status_text
+    from arts.search.cli.follow import read_run, status_text
 
     print(status_text(read_run(Path(args.run_dir), recent=args.nodes)))
     return 0

@@ -1,8 +1,8 @@
 """The report's sections on the dual space: the hypothesis map, hypotheses, observations, attribution.
 
-Split from `search.report` to keep each module to one job. The rule that matters here is whose words a
+Split from `search.report.html` to keep each module to one job. The rule that matters here is whose words a
 text is: the model's (hypotheses, comparison and audit observations, causes) are grounded
-(`search.grounding`) and framed as the model's words; the harness's (on an optimize task, the execution
+(`search.report.grounding`) and framed as the model's words; the harness's (on an optimize task, the execution
 observation of what a node measured, such as "changing MARGIN raised sum_of_radii") are shown as written,
 since every number in them is one the harness wrote, so none may be redacted as unmeasured.
 """
@@ -12,8 +12,8 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from arts.search.grounding import ground, measured_values, numbers
 from arts.search.investigation.space import standing
+from arts.search.report.grounding import ground, measured_values, numbers
 from arts.search.state import SearchState
 
 

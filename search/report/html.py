@@ -4,7 +4,7 @@ It shows what people would rather see than read: the search tree (coloured by sc
 marked, failed nodes visible), best-so-far against evaluations and against seconds, each node's code diff
 against its parent, the hypothesis map with its evidence, the observations, the failure-attribution
 decisions, the TTT updates (reward, KL, clipping) and the isolation the sandbox ran with. Every number in
-a table comes from the store. Text the model wrote is escaped, grounded (`search.grounding`: numbers no
+a table comes from the store. Text the model wrote is escaped, grounded (`search.report.grounding`: numbers no
 measurement backs are redacted, methods the code does not use are marked) and shown as the model's
 words, never as a result; text the harness wrote (its observations of what a node measured, failure
 reasons) is shown as written.
@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from arts.search.plots import Series, line_chart, tree_svg
-from arts.search.report_space import grounder, space_sections
+from arts.search.report.plots import Series, line_chart, tree_svg
+from arts.search.report.space import grounder, space_sections
 from arts.search.state import Node, SearchState
 
 if TYPE_CHECKING:

@@ -1,7 +1,7 @@
 """What one executor step may answer: the menus of the step, and the names a hypothesis targets.
 
-Each step recomputes the menus of the program as it is now (`policy.edits`, `policy.calls`,
-`policy.swaps`), less the programs already evaluated in this run or the search (`fresh`): a small
+Each step recomputes the menus of the program as it is now (`policy.edits.apply`, `policy.edits.keywords`,
+`policy.edits.swaps`), less the programs already evaluated in this run or the search (`fresh`): a small
 model otherwise repeats a rejected value until its actions run out. A directed hypothesis keeps only
 the values on its side of a constant or of a numeric keyword argument (`direction`). Executors running
 the same hypothesis on the same program at once (a round's experiments run together, `search.overlap`)
@@ -19,12 +19,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from arts.policy.calls import call_sites, keyword_menus, numeric_keywords
-from arts.policy.edits import constant_menus, program_key, return_menus
-from arts.policy.menus import step_level
-from arts.policy.moves import directed_target
-from arts.policy.swaps import swap_menus, swap_sites
-from arts.policy.targets import Targets, list_targets, number
+from arts.policy.edits.apply import constant_menus, program_key, return_menus
+from arts.policy.edits.keywords import call_sites, keyword_menus, numeric_keywords
+from arts.policy.edits.menus import step_level
+from arts.policy.edits.moves import directed_target
+from arts.policy.edits.swaps import swap_menus, swap_sites
+from arts.policy.edits.targets import Targets, list_targets, number
 
 
 @dataclass

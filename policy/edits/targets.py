@@ -1,7 +1,7 @@
 """What in a program an edit can name: its constants, functions, one-line returns and line anchors.
 
 Found by parsing a Python file, never by running it. The executor's action schemas and appliers
-(`policy.edits`), its prompt, the random-mutation baseline (`policy.mutation`) and the search's directed
+(`policy.edits.apply`), its prompt, the random-mutation baseline (`policy.edits.mutation`) and the search's directed
 targets all read a program through this module, so they agree on what exists: a module-level UPPER_CASE
 constant (and each number of one that is a short literal list or tuple, `SIZES#1`), a top-level function (with its body, docstring left out), a function ending in a one-line
 `return` of an expression, and a line named by its number and stripped text.
@@ -16,8 +16,8 @@ import textwrap
 
 from pydantic import BaseModel, ConfigDict
 
-from arts.policy.expressions import visible_names
-from arts.policy.orderings import return_pattern
+from arts.policy.edits.expressions import visible_names
+from arts.policy.edits.orderings import return_pattern
 
 ELEMENTS = 8
 """A module-level list or tuple of at most this many numbers has each number as a target (`_elements`)."""
@@ -74,7 +74,7 @@ def constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
 
 def _elements(name: str, value: ast.expr) -> dict[str, ast.expr]:
     """The numbers of a literal list or tuple of at most ELEMENTS numbers, each a constant of its own named
-    `NAME#k` (the k-th, from 1, as `policy.calls` numbers calls): `SIZES = (64, 32)` gives SIZES#1 and
+    `NAME#k` (the k-th, from 1, as `policy.edits.keywords` numbers calls): `SIZES = (64, 32)` gives SIZES#1 and
     SIZES#2, which a value menu moves one at a time."""
     if not isinstance(value, ast.List | ast.Tuple) or not 1 <= len(value.elts) <= ELEMENTS:
         return {}

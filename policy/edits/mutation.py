@@ -6,8 +6,8 @@ action of the kinds the executor may emit: a numeric constant moved to an entry 
 (set_constant, the menu the executor's grammar offers), a numeric literal or an operator inside a
 function rewritten as replace_lines over its line (+ and -, * and /, < and > swapped; a unary minus
 dropped), a keyword argument of a call moved to an entry of its menu (set_keyword, the menus of
-`policy.calls`), a called class or function swapped for a sibling (swap_call, the menus of
-`policy.swaps`), or a random return expression under the set_return grammar. Each action is checked
+`policy.edits.keywords`), a called class or function swapped for a sibling (swap_call, the menus of
+`policy.edits.swaps`), or a random return expression under the set_return grammar. Each action is checked
 with `apply_edit`, exactly as a model's would be, before it is returned.
 Not done: choosing the program to mutate or judging the result (the search's `mutate` method does).
 """
@@ -20,8 +20,7 @@ import random
 
 from pydantic import BaseModel
 
-from arts.policy.calls import keyword_menus
-from arts.policy.edits import (
+from arts.policy.edits.apply import (
     EditError,
     ReplaceLines,
     SetConstant,
@@ -30,10 +29,11 @@ from arts.policy.edits import (
     SwapCall,
     apply_edit,
 )
-from arts.policy.menus import value_menu
-from arts.policy.orderings import random_return, return_pattern
-from arts.policy.swaps import swap_menus
-from arts.policy.targets import anchor, function_nodes, list_targets, number, parse, span
+from arts.policy.edits.keywords import keyword_menus
+from arts.policy.edits.menus import value_menu
+from arts.policy.edits.orderings import random_return, return_pattern
+from arts.policy.edits.swaps import swap_menus
+from arts.policy.edits.targets import anchor, function_nodes, list_targets, number, parse, span
 
 
 def _perturb(value: int | float, rng: random.Random) -> int | float:
