@@ -26,7 +26,7 @@ from typing import Literal
 
 from arts.tasks.base import CommandConfig, EvalResult, Task
 from arts.tasks.isolation import lease, plan_for
-from arts.tasks.process import OUTPUT_LIMIT, Outcome, execute
+from arts.tasks.process import FILES_LIMIT, OUTPUT_LIMIT, Outcome, execute
 from arts.tasks.workcopy import discard_outputs, prepare, remove_hidden
 
 RESULT_LIMIT = 1 << 20
@@ -52,6 +52,8 @@ def _failure(o: Outcome, cfg: CommandConfig) -> str:
         return f"output limit exceeded ({OUTPUT_LIMIT >> 20} MiB on one stream)"
     if o.stopped == "disk":
         return f"disk limit exceeded: more than {cfg.disk_mb} MiB written into the working copy"
+    if o.stopped == "files":
+        return f"disk limit exceeded: more than {FILES_LIMIT} files created in the working copy"
     if o.stopped or o.returncode == 0:
         return o.stopped
     rc, memory = o.returncode or 0, f"killed: memory limit ({cfg.memory_mb} MiB)"
@@ -142,7 +144,7 @@ def run_evaluation(
             o = execute(argv, cfg, workdir, plan)
         finally:  # the run's processes are gone by now
             remove_hidden(task, workdir)  # hidden files never stay in a working copy
-        if o.stopped == "disk":
+        if o.stopped in ("disk", "files"):
             discard_outputs(task, files, workdir)
     tails = {
         "wall_s": round(o.wall_s, 4),

@@ -1,16 +1,23 @@
 """The evaluation's first process inside the sandbox: it guards the evaluator and carries its result out.
 
-Run by `tasks.process` as `python launch.py FD HIDDEN COMMAND...` (standard library only: it runs inside
-the sandbox, where arts is not installed). For a Python evaluator (`python script.py ...`) it:
-1. makes this process non-dumpable, so the candidate, though it runs as the same uid, can neither ptrace
-   the evaluator nor read or write its memory (/proc/<pid>/mem) nor take its descriptors (pidfd_getfd);
+Run by `tasks.process` as `python launch.py FD HIDDEN COMMAND...` under bubblewrap's `--as-pid-1`
+(standard library only: it runs inside the sandbox, where arts is not installed). It is the init (pid 1)
+of the sandbox's pid namespace: non-dumpable and under the seccomp filter before anything else runs, so no
+candidate can ptrace it, write its memory (/proc/1/mem) or take its descriptors, and the kernel drops every
+signal a process of the namespace sends it (it handles none). It forks the evaluator (pid 2), reaps every
+orphan while the evaluator runs, and exits the moment the evaluator does: the kernel then kills whatever
+else still runs in the namespace, so nothing outlives the evaluator. For a Python evaluator
+(`python script.py ...`) the evaluator process:
+1. inherits non-dumpability, so the candidate, though it runs as the same uid, cannot reach it either;
 2. keeps the result pipe FD out of every child (close-on-exec, and closed after a bare fork);
 3. deletes HIDDEN (the [test] split's hidden files, os.pathsep-separated) when the grader starts its first
    child process: the grader has read them by then, and the candidate never finds them;
 4. stops every other process of the sandbox's pid namespace, and waits until they are gone, whenever the
-   evaluator opens, renames or links onto result.json for writing: nothing can race the write;
-5. runs the evaluator in this process (runpy), then stops every other process again, reads result.json and
-   writes {"exit": code, "result": text or null, "error": why there is none} to FD.
+   evaluator opens, renames or links onto result.json for writing: nothing can race the write; and copies
+   result.json out (with no other process alive) whenever it starts a process after such a write;
+5. runs the evaluator (runpy), then stops every other process again and writes {"exit": code, "result":
+   text or null, "error": why there is none} to FD: result.json as the evaluator last left it, or the copy
+   taken before a later process could touch it.
 A non-Python command runs as a child, with steps 4-5 after it ends (so a daemon can race its write).
 
 Not done here: judging the result (`tasks.evaluate`); isolation itself (`tasks.isolation`).
@@ -67,14 +74,29 @@ def read_result(path: str) -> tuple[str | None, str]:
         return f.read(RESULT_LIMIT).decode("utf-8", "replace"), ""
 
 
-def main() -> int:
-    fd, hidden, cmd = int(sys.argv[1]), [h for h in sys.argv[2].split(os.pathsep) if h], sys.argv[3:]
+def init(fd: int, hidden: list[str], cmd: list[str]) -> int:
+    """As the namespace's pid 1: fork the evaluator, reap orphans until it exits, return its status. Our
+    exit then ends the namespace: the kernel SIGKILLs every process left in it."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, signal.SIG_DFL)  # no handler: the kernel drops these when the candidate sends them
+    evaluator = os.fork()
+    if evaluator == 0:
+        os._exit(evaluate(fd, hidden, cmd))
+    os.close(fd)  # the evaluator holds the only write end: the harness reads EOF once it is gone
+    while True:
+        with contextlib.suppress(InterruptedError):
+            pid, status = os.wait()
+            if pid == evaluator:
+                code = os.waitstatus_to_exitcode(status)
+                return code if code >= 0 else 128 - code  # as a shell tells a death by signal
+
+
+def evaluate(fd: int, hidden: list[str], cmd: list[str]) -> int:
+    """Run the evaluator in this process and write its report to fd (see the module's steps 2-5)."""
     os.set_inheritable(fd, False)
     os.register_at_fork(after_in_child=lambda: os.close(fd))
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     result = os.path.abspath("result.json")
-    wrote = []
+    state: dict = {"clean": False, "copy": None}  # clean: no other process ran since the evaluator wrote
     python = len(cmd) >= 2 and cmd[1].endswith(".py") and os.path.basename(cmd[0]).startswith("python")
 
     def is_result(path: object) -> bool:
@@ -82,56 +104,76 @@ def main() -> int:
             return os.path.abspath(os.fsdecode(path)) == result  # type: ignore[arg-type]
         return False
 
+    def wrote() -> None:
+        stop_others()
+        state["clean"] = True
+
     def hook(event: str, args: tuple) -> None:
-        if event in SPAWNS and hidden:
-            for rel in hidden:
-                with contextlib.suppress(OSError):
-                    subprocess_free_remove(rel)
-            hidden.clear()
+        if event in SPAWNS:
+            if hidden:
+                for rel in hidden:
+                    with contextlib.suppress(OSError):
+                        subprocess_free_remove(rel)
+                hidden.clear()
+            if state["clean"]:  # a process about to start could rewrite the result: keep it as it is now
+                state["copy"], state["clean"] = read_result(result), False
         elif event == "open" and is_result(args[0]):
             mode, flags = args[1] or "", args[2] or 0
             if any(c in str(mode) for c in "wax+") or flags & WRITES:
-                stop_others()
-                wrote.append(True)
+                wrote()
         elif (
             event == "os.mkfifo"
             and is_result(args[0])
             or (event in ("os.rename", "os.link", "os.symlink") and is_result(args[1]))
         ):
-            stop_others()
-            wrote.append(True)
+            wrote()
 
-    code = 1
-    if python:
-        sys.addaudithook(hook)
-        sys.argv = cmd[1:]
-        sys.path[0] = os.path.dirname(os.path.abspath(cmd[1]))
-        try:
-            runpy.run_path(cmd[1], run_name="__main__")
-            code = 0
-        except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
-            if not isinstance(e.code, int | None):
-                print(e.code, file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()
-            sys.stderr.flush()
-    else:
-        try:
-            code = subprocess.run(cmd).returncode
-        except OSError as e:
-            print(f"could not start {cmd[0]!r}: {e}", file=sys.stderr)
-            code = 127
+    code = run(cmd, hook) if python else run_child(cmd)
     stop_others()
-    text, why = read_result(result)
-    if not wrote and python:
-        text, why = None, "no result.json written"
-    report = {"exit": code, "result": text, "error": why}
+    if state["clean"] or not python:
+        text, why = read_result(result)
+    else:
+        text, why = state["copy"] or (None, "no result.json written")
     with contextlib.suppress(OSError):
-        os.write(fd, json.dumps(report).encode())
+        os.write(fd, json.dumps({"exit": code, "result": text, "error": why}).encode())
     return code
+
+
+def run(cmd: list[str], hook) -> int:
+    """Run a Python evaluator in this process under the audit hook; its exit status."""
+    sys.addaudithook(hook)
+    sys.argv = cmd[1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(cmd[1]))
+    code = 1
+    try:
+        runpy.run_path(cmd[1], run_name="__main__")
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        if not isinstance(e.code, int | None):
+            print(e.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    return code
+
+
+def run_child(cmd: list[str]) -> int:
+    try:
+        return subprocess.run(cmd).returncode
+    except OSError as e:
+        print(f"could not start {cmd[0]!r}: {e}", file=sys.stderr)
+        return 127
+
+
+def main() -> int:
+    fd, hidden, cmd = int(sys.argv[1]), [h for h in sys.argv[2].split(os.pathsep) if h], sys.argv[3:]
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    if os.getpid() == 1:
+        return init(fd, hidden, cmd)
+    return evaluate(fd, hidden, cmd)  # not the namespace's init (a run without --as-pid-1)
 
 
 def subprocess_free_remove(rel: str) -> None:

@@ -4,7 +4,8 @@ Both users of the sandbox, scored evaluations (`tasks.evaluate`) and read-only c
 material (`tasks.readonly`), run their command through `execute`. It spawns the command in its own session
 with the plan's preexec (`tasks.isolation`), drains stdout and stderr as data comes (the child never
 blocks on a full pipe) keeping 20 KB tails, and stops the run at the wall-clock timeout or past 64 MiB on
-one stream, or past `disk_mb` written into its working copy. When the command exits or is stopped, its process group and, as root, every process of its uid
+one stream, or past `disk_mb` (apparent sizes: sparse files count in full) or FILES_LIMIT entries added to
+its working copy, checked while it runs and once more after. When the command exits or is stopped, its process group and, as root, every process of its uid
 are SIGKILLed, so nothing it started outlives the run. Under bubblewrap (`Plan.prefix`) the command may
 run under the launcher (`tasks.launch`), whose report (the evaluator's exit status and result.json) comes
 back on a pipe of its own.
@@ -22,6 +23,7 @@ import json
 import os
 import selectors
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -46,6 +48,8 @@ OUTPUT_LIMIT = 64 << 20
 """A run that prints more than this on one stream is stopped."""
 REPORT_LIMIT = 3 << 20
 """A larger launcher report is dropped (result.json is capped at 1 MiB)."""
+FILES_LIMIT = 20_000
+"""How many files, folders and links a run may add to its working copy (each costs an inode)."""
 DISK_CHECK_S = 0.25
 """How often the working copy's size is checked against the command's disk_mb."""
 SPAWN_RETRY_S = (0.5, 2.0)
@@ -66,25 +70,39 @@ class Outcome:
     oom_kills: int = 0  # processes the memory cgroup's limit killed
 
 
-def disk_use(root: Path) -> int:
-    """Bytes allocated under root, links not followed (what a run wrote counts where it wrote it)."""
-    total, stack = 0, [os.fspath(root)]
-    while stack:
-        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
-            for e in entries:
+def disk_use(root: Path, stop_at: tuple[int, int] | None = None) -> tuple[int, int]:
+    """(bytes, entries) under root, links not followed. A file counts its apparent size or its allocated
+    blocks, whichever is larger (a sparse file counts in full: copying the node folder would write it
+    out), once however many hard links name it; every entry counts against FILES_LIMIT (empty files cost
+    inodes). The walk ends early once either total passes `stop_at`."""
+    total, entries, seen, stack = 0, 0, set(), [os.fspath(root)]
+    while stack and not (stop_at and (total > stop_at[0] or entries > stop_at[1])):
+        with contextlib.suppress(OSError), os.scandir(stack.pop()) as found:
+            for e in found:
+                entries += 1
                 with contextlib.suppress(OSError):
                     st = e.stat(follow_symlinks=False)
-                    total += st.st_blocks * 512
+                    if (st.st_dev, st.st_ino) not in seen:
+                        seen.add((st.st_dev, st.st_ino))
+                        regular = stat.S_ISREG(st.st_mode)
+                        total += max(st.st_size if regular else 0, st.st_blocks * 512)
                     if e.is_dir(follow_symlinks=False):
                         stack.append(e.path)
-    return total
+    return total, entries
+
+
+def _over_disk(workdir: Path, cfg: CommandConfig, base: tuple[int, int]) -> str:
+    """ "disk" or "files" when the run added more than disk_mb or FILES_LIMIT entries to workdir, else ""."""
+    limit = (base[0] + (cfg.disk_mb << 20), base[1] + FILES_LIMIT)
+    used = disk_use(workdir, stop_at=limit)
+    return "disk" if used[0] > limit[0] else "files" if used[1] > limit[1] else ""
 
 
 def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, stop: Callable[[], None],
-          over_disk: Callable[[], bool] = lambda: False) -> str:  # fmt: skip
+          over_disk: Callable[[], str] = lambda: "") -> str:  # fmt: skip
     """Read the pipes as data comes, keeping only tails (the first pipe, the launcher's report, is kept
     whole up to REPORT_LIMIT), until the command exits and its pipes drain. Returns "timeout", "output"
-    (too much of it), "disk" (`over_disk()`, asked every DISK_CHECK_S) or ""."""
+    (too much of it), what `over_disk()` (asked every DISK_CHECK_S) says ("disk", "files") or ""."""
     sel = selectors.DefaultSelector()
     for fd in tails:
         sel.register(fd, selectors.EVENT_READ)
@@ -102,8 +120,8 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
                 stop()
             now = time.monotonic()
             if not exited and now >= next_check:
-                if over_disk():
-                    return "disk"
+                if over := over_disk():
+                    return over
                 next_check = now + DISK_CHECK_S
             wait = until - now
             if wait <= 0:
@@ -134,6 +152,16 @@ def _pump(proc: subprocess.Popen, tails: dict[int, bytearray], until: float, sto
             os.close(pidfd)
 
 
+def _filter_fd(plan: Plan) -> int | None:
+    """A descriptor holding the plan's seccomp program, read from its start; None without one."""
+    if not plan.prefix or plan.seccomp is None:
+        return None
+    fd = os.memfd_create("arts-seccomp")  # close-on-exec, but for the one spawn that passes it
+    os.write(fd, plan.seccomp)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def _spawn(argv: list[str], **kwargs) -> subprocess.Popen:
     """Popen, tried again twice when fork finds the machine out of processes or memory for a moment (a
     loaded machine, or processes a killed run left behind that the next lease is still reaping)."""
@@ -154,18 +182,21 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
     if w is not None:
         hidden = os.pathsep.join(plan.hidden)
         argv = [sys.executable, LAUNCHER_IN_SANDBOX, str(w), hidden, *argv]
+    prefix, filter_fd = plan.prefix, _filter_fd(plan)
+    if filter_fd is not None:  # bubblewrap reads the filter from it and applies it to all it starts
+        prefix = [prefix[0], "--seccomp", str(filter_fd), *prefix[1:]]
+    passed = tuple(fd for fd in (w, filter_fd) if fd is not None)
     try:
-        proc = _spawn([*plan.prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
+        proc = _spawn([*prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                      start_new_session=True, preexec_fn=preexec(plan),
-                      pass_fds=() if w is None else (w,))  # fmt: skip
+                      start_new_session=True, preexec_fn=preexec(plan), pass_fds=passed)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as e:
         if r is not None:
             os.close(r)  # w: in the finally below, once
         return Outcome(stopped=f"could not start {argv[0]!r}: {e}")
     finally:
-        if w is not None:
-            os.close(w)  # the launcher holds the only write end: EOF once it is gone
+        for fd in passed:
+            os.close(fd)  # the launcher holds the only write end: EOF once it is gone
     assert proc.stdout is not None and proc.stderr is not None
     tails = {} if r is None else {r: bytearray()}
     tails |= {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray()}
@@ -179,10 +210,9 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
             if plan.uid is not None:
                 signal_uid(plan.uid)
 
-    baseline = disk_use(workdir)
+    base = disk_use(workdir)
     try:
-        over = lambda: disk_use(workdir) - baseline > cfg.disk_mb << 20  # noqa: E731
-        why = _pump(proc, tails, start + cfg.timeout_s, stop, over)
+        why = _pump(proc, tails, start + cfg.timeout_s, stop, lambda: _over_disk(workdir, cfg, base))
     finally:
         stop()
         proc.stdout.close()
@@ -192,6 +222,8 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
             reap_uid(plan.uid)
         if r is not None:
             os.close(r)
+    # once more with every process gone: what a run wrote after the last check (sparse files take no time)
+    why = why or _over_disk(workdir, cfg, base)
     report = None
     if r is not None:
         with contextlib.suppress(ValueError):

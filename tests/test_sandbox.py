@@ -442,3 +442,34 @@ def test_a_uid_held_by_a_zombie_of_another_parent_is_not_leased(tmp_path):
         os.waitpid(holder, 0)
         for fd in (ready_r, ready_w, done_r, done_w):
             os.close(fd)
+
+
+def test_seccomp_tables_match_libseccomp():
+    """The hand-written system call numbers are the kernel's, as libseccomp knows them."""
+    import ctypes
+    import ctypes.util
+
+    from arts.tasks.seccomp import ARCHES, DENIED
+
+    name = ctypes.util.find_library("seccomp")
+    require(name is not None, "libseccomp to check the table against")
+    lib = ctypes.CDLL(name)
+    lib.seccomp_syscall_resolve_name_arch.argtypes = [ctypes.c_uint32, ctypes.c_char_p]
+    for call, numbers in DENIED.items():
+        for arch, column in ARCHES.values():
+            assert lib.seccomp_syscall_resolve_name_arch(arch, call.encode()) == numbers[column], call
+
+
+def test_the_launcher_is_the_sandbox_init_under_the_filter(tmp_path):
+    """bubblewrap's own init would run as the candidate's uid, dumpable and unfiltered: the launcher takes
+    its place, and the plan carries the filter bubblewrap applies to every process of the run."""
+    import arts.tasks.isolation as isolation
+
+    require(probe().bwrap, "bubblewrap")
+    task = make_task(
+        tmp_path, writes("{'score': os.getpid(), 'valid': True, 'metrics': {'ppid': os.getppid()}}")
+    )
+    plan = isolation.plan_for(task, task.config.evaluate, tmp_path / "work", None, launcher=True)
+    assert "--as-pid-1" in plan.prefix and plan.seccomp
+    r = run(task)
+    assert (r.score, r.metrics["ppid"]) == (2.0, 1)

@@ -1,6 +1,7 @@
 """Attacks on the host through what the sandbox lets a candidate see: other tasks' hidden files, the source
 tree, scratch space that outlives the run, other processes. The candidate sees a minimal filesystem."""
 
+import socket
 import uuid
 from pathlib import Path
 
@@ -79,3 +80,38 @@ except OSError as e:
     open("note.txt", "w").write(type(e).__name__)
 """
     assert attack(task, dial).message != "connected"
+
+
+def test_loopback_is_up_and_private(task, bwrap):
+    server = socket.create_server(("127.0.0.1", 0))
+    name = f"arts-attack-{uuid.uuid4().hex}"
+    host_abstract = socket.socket(socket.AF_UNIX)
+    host_abstract.bind("\0" + name)
+    host_abstract.listen()
+    probe = f"""
+import socket
+notes = []
+own = socket.create_server(("127.0.0.1", 0))
+socket.create_connection(own.getsockname(), timeout=1).close()
+notes.append("self")
+for target in [("127.0.0.1", {server.getsockname()[1]})]:
+    try:
+        socket.create_connection(target, timeout=1)
+        notes.append("host")
+    except OSError as e:
+        notes.append(type(e).__name__)
+try:
+    s = socket.socket(socket.AF_UNIX)
+    s.connect("\\0{name}")
+    notes.append("host-abstract")
+except OSError as e:
+    notes.append(type(e).__name__)
+open("note.txt", "w").write(" ".join(notes))
+"""
+    try:
+        res = attack(task, probe)
+    finally:
+        server.close()
+        host_abstract.close()
+    notes = res.message.split()
+    assert notes[0] == "self" and "host" not in notes and "host-abstract" not in notes, res.message
