@@ -14,23 +14,37 @@ What the sandbox protects (level "bwrap+uid": root on Linux with bubblewrap)
 - The filesystem: the root is an empty tmpfs holding, read-only, /usr (and its /bin, /lib links), the
   interpreter's prefix and site-packages, /etc/ld.so.cache; read-write only the node's working copy; a
   private, size-capped /tmp; a minimal /dev and a /proc of its own. Nothing else of the host exists there.
-- Other processes: a new pid namespace, so no host process (nor its command line) is visible, and when the
-  evaluator exits the kernel kills every process left in it. The evaluator is made non-dumpable by the
-  launcher before its code runs, so the candidate (same uid, no capability) can neither ptrace it, read or
-  write its memory (/proc/<pid>/mem), nor take its file descriptors (pidfd_getfd).
-- The score: the launcher stops every other process of the sandbox, and waits until they are gone, when
-  the evaluator opens result.json for writing; after the evaluator ends it reads result.json itself and
-  sends it to the harness over a pipe that no other process holds. No candidate process is alive between
-  the evaluator's write and that read, so none can race it (`tasks.launch`).
+- Other processes: a new pid namespace, so no host process (nor its command line) is visible. Its init
+  (pid 1) is the launcher itself (bubblewrap's `--as-pid-1`), not bubblewrap: a bubblewrap init runs as
+  the candidate's uid, dumpable and unfiltered, so a candidate could ptrace it, make it exec a daemon that,
+  as init, survives every kill(-1) and forges the result. The launcher makes itself non-dumpable before
+  any candidate code exists, installs no signal handler (the kernel drops signals a namespace's own
+  processes send its init), forks the evaluator and exits the moment the evaluator does, whereupon the
+  kernel kills every process left in the namespace: a sandbox whose evaluator has exited is ended at once.
+- Cross-process reach: a seccomp filter (`tasks.seccomp`), applied by bubblewrap to every process of the
+  sandbox (launcher, evaluator, candidate), refuses ptrace, process_vm_readv/writev, pidfd_getfd, kcmp,
+  new namespaces, mounts, keyrings, bpf, perf, io_uring and userfaultfd; a foreign syscall ABI is killed.
+  With non-dumpability (which closes /proc/<pid>/mem, a path a filter cannot see) the candidate, though it
+  runs as the same uid, can reach neither the launcher nor the evaluator: not their memory, descriptors,
+  or the result pipe. Why both: non-dumpability alone leaves the kernel's ptrace and /proc checks as the
+  only guard; the filter alone cannot stop an open() of /proc/1/mem.
+- The score: the evaluator stops every other process of the sandbox, and waits until they are gone, when
+  it opens result.json for writing; it copies result.json out before it starts any process after that
+  write; after it ends it reads result.json itself (or takes that copy) and sends it to the harness over a
+  pipe no other process holds. No candidate process is alive between the evaluator's write and that read,
+  so none can race, rename over or link away the file that is read (`tasks.launch`).
 - The hidden files under [test]: they are copied in for the grader and deleted by the launcher when the
   grader starts its first process, so the candidate never finds them (the grader reads them first).
 - The harness and the host: the run gets an unprivileged uid of its own (61000-61999, flock'ed, `lease()`)
-  before bubblewrap starts, no capabilities, no network (a network namespace with nothing up), its own
+  before bubblewrap starts, no capabilities, no network: a network namespace of its own whose only
+  interface is a private loopback (127.0.0.1 reaches the run's own sockets, never the host's); its own
   IPC and UTS namespaces; when the run ends every process of the uid is SIGKILLed and reaped.
 - Resources: a memory cgroup caps the whole process tree at memory_mb (OOM kills are told apart from other
   kills by the cgroup's own counter); RLIMIT_NPROC = max_procs; RLIMIT_FSIZE = 256 MiB per file; no core
-  files; /tmp is a tmpfs of at most memory_mb; the working copy may grow by at most disk_mb (checked four
-  times a second by `tasks.process`); a wall-clock timeout and a 64 MiB cap per output stream.
+  files; /tmp is a tmpfs of at most memory_mb; the working copy may grow by at most disk_mb, counted by
+  apparent size (sparse files in full), and by at most 20000 entries (empty files cost inodes), checked
+  four times a second while the run lasts and once after it (`tasks.process`), what it wrote deleted when
+  it went over; a wall-clock timeout and a 64 MiB cap per output stream.
 - Secrets: the environment is an allowlist (PATH, locale, TZ, CUDA_VISIBLE_DEVICES).
 
 Levels with less (stated at the start of each run and in summary.json, never silent)
@@ -41,12 +55,16 @@ Levels with less (stated at the start of each run and in summary.json, never sil
   the candidate sees the host's filesystem and processes. Install bubblewrap (`bash scripts/setup.sh`).
 
 What it does NOT protect against, at any level
-- A burst of writes between two disk checks (the working copy may overshoot disk_mb by what a program
-  writes in a quarter second), and CPU time (the limits are wall-clock).
+- A burst of writes between two disk checks (the working copy may overshoot disk_mb, or its entry
+  count, by what a program writes in a quarter second before it is stopped and its output deleted), and
+  CPU time (the limits are wall-clock).
+- The command lines of the launcher and evaluator (/proc/1/cmdline): they name the interpreter's and the
+  working copy's paths, which are bound in anyway; nothing else of the host.
 - A non-Python evaluate command: the launcher can neither make it non-dumpable across exec nor see when it
   writes result.json, so a candidate daemon may race it; its hidden files stay readable under [test].
 - An evaluator that imports or runs the candidate's code in its own process (the evaluator's design is the
-  guard there, DESIGN.md), kernel exploits and side channels; loopback is down (no torch.distributed).
+  guard there, DESIGN.md), kernel exploits and side channels; a machine without x86_64 or aarch64 runs
+  without the seccomp filter.
 """
 
 from __future__ import annotations
@@ -64,6 +82,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from arts.tasks import seccomp
 from arts.tasks.base import CommandConfig, Task
 from arts.tasks.uids import (
     make_cgroup,
@@ -124,6 +143,7 @@ class Plan:
     cgroup: Path | None = None  # this run's memory cgroup, removed once its processes are gone
     launcher: bool = False  # the command runs under tasks.launch, which reports on a pipe
     hidden: list[str] = field(default_factory=list)  # deleted by the launcher at the grader's first spawn
+    seccomp: bytes | None = None  # the system-call filter bubblewrap applies (`tasks.seccomp`)
 
 
 @functools.cache
@@ -312,8 +332,10 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
         plan.mounts = _base_mounts((*_interpreter_paths(), workdir, LAUNCHER.parent), plan.stubs)
     if not iso.bwrap:
         return plan
-    plan.launcher, plan.hidden = launcher, list(hidden or [])
+    plan.launcher, plan.hidden, plan.seccomp = launcher, list(hidden or []), seccomp.program()
     plan.prefix = [*_bwrap_base(), "--size", str(cfg.memory_mb << 20), "--tmpfs", "/tmp"]
+    if launcher:  # the launcher is the namespace's init: no bubblewrap process inside the sandbox
+        plan.prefix.insert(1, "--as-pid-1")
     for p in _interpreter_paths():  # an interpreter under /tmp (a venv there) stays visible over the tmpfs
         if p.is_relative_to("/tmp"):
             plan.prefix += ["--ro-bind", str(p), str(p)]
