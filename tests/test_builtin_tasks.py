@@ -150,9 +150,10 @@ def test_circle_packing_rejects_bad_packings(body: str, why: str, tmp_path: Path
 
 def test_circle_packing_ignores_a_forged_result_and_printed_payload(tmp_path: Path):
     fake = json.dumps({"score": 9.9, "valid": True, "metrics": {}, "message": "forged"})
-    body = (
-        f"open({str(tmp_path / 'result.json')!r}, 'w').write({fake!r}); "
-        'print(\'{"centers": [[0.5, 0.5]], "radii": [9.9]}\'); import os; os._exit(0)'
+    body = (  # the write is refused by the confinement (tasks.confine); were it not, it would be ignored
+        f"try:\n        open({str(tmp_path / 'result.json')!r}, 'w').write({fake!r})\n"
+        "    except OSError:\n        pass\n"
+        '    print(\'{"centers": [[0.5, 0.5]], "radii": [9.9]}\'); import os; os._exit(0)'
     )
     result = run(builtin("circle-packing-26"), tmp_path, editable=_pack(body))
     assert not result["valid"] and "exited" in result["message"]

@@ -13,16 +13,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
-from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
+
+from arts.tasks import protocol
 
 CAPACITY = 100
 N_ITEMS = 5000
@@ -35,49 +30,6 @@ def make_instance(seed: int) -> np.ndarray:
     """N_ITEMS item sizes: 45 * Weibull(shape 3), rounded and clipped to [1, CAPACITY]."""
     rng = np.random.default_rng(seed)
     return np.clip(np.round(45 * rng.weibull(3.0, N_ITEMS)), 1, CAPACITY).astype(np.int64)
-
-
-def run_child(stdin: bytes = b"") -> tuple[bytes | None, str]:
-    """Run this file's child side on the candidate in a scratch directory: (payload, "") or (None, why)."""
-    here = Path(__file__).resolve().parent
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in (Path(__file__).name, EDITABLE):
-            shutil.copy(here / name, scratch)
-        try:
-            proc = subprocess.run(
-                [sys.executable, Path(__file__).name, "--child"],
-                cwd=scratch,
-                input=stdin,
-                capture_output=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"the candidate ran past {CHILD_TIMEOUT_S} s and was stopped"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        return (
-            None,
-            f"the candidate crashed (exit code {proc.returncode}): {err[-1] if err else 'no error output'}",
-        )
-    if not proc.stdout:
-        return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
-    return proc.stdout, ""
-
-
-def reserve_stdout() -> BinaryIO:
-    """Keep the real stdout for the payload; whatever the candidate prints goes to stderr instead."""
-    sys.stdout.flush()
-    channel = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    return channel
-
-
-def write_result(score: float | None, message: str, metrics: dict | None = None) -> None:
-    """Write result.json; a missing score means the candidate is invalid."""
-    out = Path("result.json")
-    out.unlink(missing_ok=True)
-    valid = score is not None
-    out.write_text(json.dumps({"score": score, "valid": valid, "metrics": metrics or {}, "message": message}))
 
 
 def pack_online(priority: Callable[[int, np.ndarray], np.ndarray], items: np.ndarray) -> list[int]:
@@ -121,7 +73,8 @@ def count_bins(items: np.ndarray, assignment: object) -> tuple[int | None, str]:
 def score(seeds: tuple[int, ...] = SEEDS) -> tuple[float | None, str, dict]:
     """Pack the instances drawn from `seeds`: (mean % excess bins or None, message, metrics)."""
     instances = [make_instance(s) for s in seeds]
-    payload, why = run_child(json.dumps([x.tolist() for x in instances]).encode())
+    payload = json.dumps([x.tolist() for x in instances]).encode()
+    payload, why = protocol.run_child(__file__, EDITABLE, payload, timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -146,23 +99,12 @@ def score(seeds: tuple[int, ...] = SEEDS) -> tuple[float | None, str, dict]:
     )
 
 
-def _child() -> None:
-    channel = reserve_stdout()
-    instances = json.loads(sys.stdin.read())
+def child(payload: bytes) -> bytes:
+    instances = json.loads(payload)
     from solution import priority
 
-    channel.write(
-        json.dumps([pack_online(priority, np.asarray(x, dtype=np.int64)) for x in instances]).encode()
-    )
-
-
-def main() -> None:
-    Path("result.json").unlink(missing_ok=True)
-    write_result(*score())
+    return json.dumps([pack_online(priority, np.asarray(x, dtype=np.int64)) for x in instances]).encode()
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
-        _child()
-    else:
-        main()
+    protocol.main(score, child)

@@ -17,16 +17,12 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 from types import ModuleType
-from typing import BinaryIO
 
 import numpy as np
+
+from arts.tasks import protocol
 
 VOCAB = "\n" + "".join(chr(c) for c in range(32, 127))  # 96 characters; any other reads as "?"
 STEPS = 300  # optimizer steps: the training budget
@@ -47,49 +43,6 @@ def read_ids(path: str) -> np.ndarray:
     lut[[ord(c) for c in VOCAB]] = np.arange(len(VOCAB))
     text = (Path(__file__).resolve().parent / path).read_text()
     return lut[np.frombuffer(text.encode("ascii", "replace"), dtype=np.uint8)]
-
-
-def run_child(stdin: bytes = b"") -> tuple[bytes | None, str]:
-    """Run this file's child side on the candidate in a scratch directory: (payload, "") or (None, why)."""
-    here = Path(__file__).resolve().parent
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in (Path(__file__).name, EDITABLE):
-            shutil.copy(here / name, scratch)
-        try:
-            proc = subprocess.run(
-                [sys.executable, Path(__file__).name, "--child"],
-                cwd=scratch,
-                input=stdin,
-                capture_output=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"training and evaluation ran past {CHILD_TIMEOUT_S} s and were stopped"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        return (
-            None,
-            f"the candidate crashed (exit code {proc.returncode}): {err[-1] if err else 'no error output'}",
-        )
-    if not proc.stdout:
-        return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
-    return proc.stdout, ""
-
-
-def reserve_stdout() -> BinaryIO:
-    """Keep the real stdout for the payload; whatever the candidate prints goes to stderr instead."""
-    sys.stdout.flush()
-    channel = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    return channel
-
-
-def write_result(score: float | None, message: str, metrics: dict | None = None) -> None:
-    """Write result.json; a missing score means the candidate is invalid."""
-    out = Path("result.json")
-    out.unlink(missing_ok=True)
-    valid = score is not None
-    out.write_text(json.dumps({"score": score, "valid": valid, "metrics": metrics or {}, "message": message}))
 
 
 def log_softmax(z: np.ndarray) -> np.ndarray:
@@ -136,7 +89,7 @@ def score(eval_path: str, name: str) -> tuple[float | None, str, dict]:
         probe[cut:] = rng.integers(0, len(VOCAB), EVAL_LEN - cut)
     buf = io.BytesIO()
     np.savez(buf, train=read_ids("data/train.txt"), windows=np.concatenate([inputs, probes]))
-    payload, why = run_child(buf.getvalue())
+    payload, why = protocol.run_child(__file__, EDITABLE, buf.getvalue(), timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -186,19 +139,18 @@ def train_and_predict(
     return np.concatenate(logits), np.array(curve, dtype=np.float64)
 
 
-def _child() -> None:
-    channel = reserve_stdout()
-    data = np.load(io.BytesIO(sys.stdin.buffer.read()), allow_pickle=False)
+def child(payload: bytes) -> bytes:
+    data = np.load(io.BytesIO(payload), allow_pickle=False)
     import model
 
     logits, curve = train_and_predict(model, data["train"], data["windows"])
     buf = io.BytesIO()
     np.savez(buf, logits=logits, curve=curve)
-    channel.write(buf.getvalue())
+    return buf.getvalue()
 
 
-def main() -> None:
-    Path("result.json").unlink(missing_ok=True)
+def validate() -> tuple[float | None, str, dict]:
+    """The validation score; its training curve goes to curves.jsonl for the scientist."""
     bpc, message, metrics = score("data/val.txt", "val_bpc")
     if bpc is not None:
         points = [
@@ -207,11 +159,8 @@ def main() -> None:
         ]
         lines = [*points, {"step": STEPS, "val_bpc": bpc}]
         Path("curves.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    write_result(bpc, message, metrics)
+    return bpc, message, metrics
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
-        _child()
-    else:
-        main()
+    protocol.main(validate, child)

@@ -11,63 +11,15 @@ Not prevented here: a child that deliberately reaches outside its scratch direct
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
+
+from arts.tasks import protocol
 
 N_CIRCLES = 26
 TOLERANCE = 1e-9  # how far a circle may cross a wall or another circle (rounding slack)
 CHILD_TIMEOUT_S = 50  # under the task's 60 s, so a hung candidate still gets a clear result.json
 EDITABLE = "solution.py"
-
-
-def run_child(stdin: bytes = b"") -> tuple[bytes | None, str]:
-    """Run this file's child side on the candidate in a scratch directory: (payload, "") or (None, why)."""
-    here = Path(__file__).resolve().parent
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in (Path(__file__).name, EDITABLE):
-            shutil.copy(here / name, scratch)
-        try:
-            proc = subprocess.run(
-                [sys.executable, Path(__file__).name, "--child"],
-                cwd=scratch,
-                input=stdin,
-                capture_output=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"the candidate ran past {CHILD_TIMEOUT_S} s and was stopped"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        return (
-            None,
-            f"the candidate crashed (exit code {proc.returncode}): {err[-1] if err else 'no error output'}",
-        )
-    if not proc.stdout:
-        return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
-    return proc.stdout, ""
-
-
-def reserve_stdout() -> BinaryIO:
-    """Keep the real stdout for the payload; whatever the candidate prints goes to stderr instead."""
-    sys.stdout.flush()
-    channel = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    return channel
-
-
-def write_result(score: float | None, message: str, metrics: dict | None = None) -> None:
-    """Write result.json; a missing score means the candidate is invalid."""
-    out = Path("result.json")
-    out.unlink(missing_ok=True)
-    valid = score is not None
-    out.write_text(json.dumps({"score": score, "valid": valid, "metrics": metrics or {}, "message": message}))
 
 
 def check_packing(centers: np.ndarray, radii: np.ndarray, tol: float) -> str:
@@ -92,7 +44,7 @@ def check_packing(centers: np.ndarray, radii: np.ndarray, tol: float) -> str:
 
 def score(tol: float = TOLERANCE) -> tuple[float | None, str, dict]:
     """Run the candidate and check its packing: (sum of radii or None, message, metrics)."""
-    payload, why = run_child()
+    payload, why = protocol.run_child(__file__, EDITABLE, timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -112,8 +64,7 @@ def score(tol: float = TOLERANCE) -> tuple[float | None, str, dict]:
     )
 
 
-def _child() -> None:
-    channel = reserve_stdout()
+def child(payload: bytes) -> bytes:
     from solution import pack
 
     centers, radii = pack()
@@ -121,16 +72,8 @@ def _child() -> None:
         "centers": np.asarray(centers, dtype=float).tolist(),
         "radii": np.asarray(radii, dtype=float).tolist(),
     }
-    channel.write(json.dumps(data).encode())
-
-
-def main() -> None:
-    Path("result.json").unlink(missing_ok=True)
-    write_result(*score())
+    return json.dumps(data).encode()
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
-        _child()
-    else:
-        main()
+    protocol.main(score, child)

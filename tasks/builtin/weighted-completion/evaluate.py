@@ -12,15 +12,10 @@ test's instances come from other seeds.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-from typing import BinaryIO
 
 import numpy as np
+
+from arts.tasks import protocol
 
 N_JOBS = 200
 SEEDS = (0, 1, 2, 3, 4)  # the grader keeps its own, different seeds
@@ -52,53 +47,11 @@ def check_order(n: int, order: object) -> str:
     return ""
 
 
-def run_child(stdin: bytes) -> tuple[bytes | None, str]:
-    """Run this file's child side on the candidate in a scratch directory: (payload, "") or (None, why)."""
-    here = Path(__file__).resolve().parent
-    with tempfile.TemporaryDirectory() as scratch:
-        for name in (Path(__file__).name, EDITABLE):
-            shutil.copy(here / name, scratch)
-        try:
-            proc = subprocess.run(
-                [sys.executable, Path(__file__).name, "--child"],
-                cwd=scratch,
-                input=stdin,
-                capture_output=True,
-                timeout=CHILD_TIMEOUT_S,
-            )
-        except subprocess.TimeoutExpired:
-            return None, f"the candidate ran past {CHILD_TIMEOUT_S} s and was stopped"
-    if proc.returncode != 0:
-        err = proc.stderr.decode(errors="replace").strip().splitlines()
-        return (
-            None,
-            f"the candidate crashed (exit code {proc.returncode}): {err[-1] if err else 'no error output'}",
-        )
-    if not proc.stdout:
-        return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
-    return proc.stdout, ""
-
-
-def reserve_stdout() -> BinaryIO:
-    """Keep the real stdout for the payload; whatever the candidate prints goes to stderr instead."""
-    sys.stdout.flush()
-    channel = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    return channel
-
-
-def write_result(score: float | None, message: str, metrics: dict | None = None) -> None:
-    """Write result.json; a missing score means the candidate is invalid."""
-    out = Path("result.json")
-    out.unlink(missing_ok=True)
-    valid = score is not None
-    out.write_text(json.dumps({"score": score, "valid": valid, "metrics": metrics or {}, "message": message}))
-
-
 def score(seeds: tuple[int, ...] = SEEDS) -> tuple[float | None, str, dict]:
     """Schedule the instances drawn from `seeds`: (mean cost relative to the given order, message, metrics)."""
     instances = [make_instance(s) for s in seeds]
-    payload, why = run_child(json.dumps([[p.tolist(), w.tolist()] for p, w in instances]).encode())
+    payload = json.dumps([[p.tolist(), w.tolist()] for p, w in instances]).encode()
+    payload, why = protocol.run_child(__file__, EDITABLE, payload, timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -121,25 +74,16 @@ def score(seeds: tuple[int, ...] = SEEDS) -> tuple[float | None, str, dict]:
     )
 
 
-def _child() -> None:
-    channel = reserve_stdout()
-    instances = json.loads(sys.stdin.read())
+def child(payload: bytes) -> bytes:
+    instances = json.loads(payload)
     from solution import order
 
     orders = []
     for p, w in instances:
         got = np.asarray(order(np.asarray(p, dtype=np.int64), np.asarray(w, dtype=np.int64)))
         orders.append(got.tolist() if got.dtype.kind in "biuf" else None)  # the parent says what is wrong
-    channel.write(json.dumps(orders).encode())
-
-
-def main() -> None:
-    Path("result.json").unlink(missing_ok=True)
-    write_result(*score())
+    return json.dumps(orders).encode()
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--child"]:
-        _child()
-    else:
-        main()
+    protocol.main(score, child)

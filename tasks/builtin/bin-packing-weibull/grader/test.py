@@ -6,8 +6,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working copy, which holds evaluate.py
 import evaluate  # noqa: E402
 
+from arts.tasks import protocol  # noqa: E402
+
 TEST_SEEDS = (1001, 1002, 1003, 1004, 1005)
 
 if __name__ == "__main__":
-    Path("result.json").unlink(missing_ok=True)
-    evaluate.write_result(*evaluate.score(TEST_SEEDS))
+    protocol.main(lambda: evaluate.score(TEST_SEEDS), evaluate.child)

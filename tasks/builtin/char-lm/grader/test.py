@@ -6,6 +6,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working copy, which holds evaluate.py
 import evaluate  # noqa: E402
 
+from arts.tasks import protocol  # noqa: E402
+
 if __name__ == "__main__":
-    Path("result.json").unlink(missing_ok=True)
-    evaluate.write_result(*evaluate.score("grader/test.txt", "test_bpc"))
+    protocol.main(lambda: evaluate.score("grader/test.txt", "test_bpc"), evaluate.child)

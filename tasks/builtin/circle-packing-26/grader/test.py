@@ -10,8 +10,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the working copy, which holds evaluate.py
 import evaluate  # noqa: E402
 
+from arts.tasks import protocol  # noqa: E402
+
 STRICT_TOLERANCE = 1e-12
 
 if __name__ == "__main__":
-    Path("result.json").unlink(missing_ok=True)
-    evaluate.write_result(*evaluate.score(STRICT_TOLERANCE))
+    protocol.main(lambda: evaluate.score(STRICT_TOLERANCE), evaluate.child)
