@@ -103,8 +103,10 @@ PASS_VARS = ("PATH", "LANG", "LC_ALL", "TZ", "CUDA_VISIBLE_DEVICES")
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUMEXPR_NUM_THREADS")
 LAUNCHER = Path(__file__).with_name("launch.py")
 LAUNCHER_IN_SANDBOX = "/run/arts/launch.py"
-# the evaluator protocol (`tasks.protocol`), bound read-only at its own path so that `import arts.tasks.protocol`
-# works in the sandbox for an editable install too; these files hold no task data
+# the evaluator protocol (`tasks.protocol`) and what it imports, bound read-only under LIB_IN_SANDBOX (first on
+# the sandbox's PYTHONPATH) so that `import arts.tasks.protocol` works there for any install, while the source
+# tree's own path stays absent; these files hold no task data
+LIB_IN_SANDBOX = "/run/arts/lib"
 PROTOCOL = tuple(LAUNCHER.with_name(n) for n in ("__init__.py", "protocol.py", "confine.py", "tabular.py"))
 _NEWNS, _PR_SET_CHILD_SUBREAPER = 0x00020000, 36
 _MS_BIND, _MS_REC, _MS_PRIVATE = 0x1000, 0x4000, 0x40000
@@ -345,7 +347,7 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
     plan.prefix += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     if launcher:
         plan.prefix += ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
-        plan.prefix += [arg for f in PROTOCOL for arg in ("--ro-bind", str(f), str(f))]
+        plan.prefix += [a for f in PROTOCOL for a in ("--ro-bind", str(f), f"{LIB_IN_SANDBOX}/arts/tasks/{f.name}")]
     plan.prefix += ["--remount-ro", "/"]  # the new root itself: nothing can be created beside the binds
     return plan
 

@@ -34,6 +34,7 @@ from pathlib import Path
 from arts.tasks.base import CommandConfig
 from arts.tasks.isolation import (
     LAUNCHER_IN_SANDBOX,
+    LIB_IN_SANDBOX,
     Plan,
     environment,
     oom_kills,
@@ -186,8 +187,9 @@ def execute(argv: list[str], cfg: CommandConfig, workdir: Path, plan: Plan) -> O
     if filter_fd is not None:  # bubblewrap reads the filter from it and applies it to all it starts
         prefix = [prefix[0], "--seccomp", str(filter_fd), *prefix[1:]]
     passed = tuple(fd for fd in (w, filter_fd) if fd is not None)
+    env = environment(cfg, workdir) | ({"PYTHONPATH": LIB_IN_SANDBOX} if plan.launcher else {})
     try:
-        proc = _spawn([*prefix, *argv], cwd=workdir, env=environment(cfg, workdir),
+        proc = _spawn([*prefix, *argv], cwd=workdir, env=env,
                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                       start_new_session=True, preexec_fn=preexec(plan), pass_fds=passed)  # fmt: skip
     except (OSError, subprocess.SubprocessError) as e:

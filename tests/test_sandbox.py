@@ -13,7 +13,7 @@ import pytest
 
 from arts.tasks.base import Task, load_task
 from arts.tasks.evaluate import run_evaluation
-from arts.tasks.isolation import network_isolated, probe
+from arts.tasks.isolation import LIB_IN_SANDBOX, network_isolated, probe
 from arts.tasks.process import TAIL_BYTES
 
 # The default evaluator: run the candidate; score 1.0 if it exited cleanly; its note.txt becomes the message.
@@ -308,10 +308,11 @@ def test_secrets_not_in_environment(tmp_path, monkeypatch):
     secrets = {"HF_TOKEN": "hf_s3cret", "AWS_SECRET_ACCESS_KEY": "aws_s3cret", "OPENAI_API_KEY": "sk-s3cret"}
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the host's own path never reaches the candidate
     env = run(make_task(tmp_path, writes("{'score': 1, 'valid': True, 'metrics': dict(os.environ)}"))).metrics
     assert not set(secrets) & set(env) and not set(secrets.values()) & set(env.values())
     assert env["HOME"] == str((tmp_path / "work").resolve()) and env["OMP_NUM_THREADS"] == "1"
-    assert env["PYTHONHASHSEED"] == "0" and "PYTHONPATH" not in env
+    assert env["PYTHONHASHSEED"] == "0" and env.get("PYTHONPATH") in (None, LIB_IN_SANDBOX)
 
 
 def test_crash_reports_last_stderr_line(tmp_path):
