@@ -50,8 +50,9 @@ class AnalysisConfig(BaseModel):
     """Sampling temperature of every analysis call (0 is greedy)."""
     report_chars: int = Field(1200, ge=200)
     """A report longer than this keeps its head and tail (result line first, stderr tail last)."""
-    statement_chars: int = Field(1600, ge=200)
-    """The task statement is clipped to this many characters for the plan."""
+    plan_statement_chars: int = Field(1600, ge=200)
+    """The task statement is clipped to this many characters for the plan (the round prompt's cut is
+    `render.statement_chars`)."""
     plan_tokens: int = Field(200, gt=0)
     """Output cap of the plan; `plan_axes` adds 40."""
     plan_axes: bool = False
@@ -228,7 +229,7 @@ class Analyst:
 
     def plan(self, statement: str, seed: int | None = None) -> Plan | None:
         user = (
-            f"Task statement:\n{clip(statement, self.config.statement_chars)}\n\nDo not solve the task. "
+            f"Task statement:\n{clip(statement, self.config.plan_statement_chars)}\n\nDo not solve the task. "
             "Restate it in its own words: the situation, the deliverable that must be handed in and at most "
             "4 hard requirements."
         )

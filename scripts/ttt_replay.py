@@ -34,7 +34,7 @@ import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.search.bench.metrics import mean_ci  # noqa: E402
-from arts.search.config import load_config  # noqa: E402
+from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.credit import CreditAction, base_span_logprobs, credit  # noqa: E402
 from arts.training.grpo import GRPOConfig  # noqa: E402
@@ -54,7 +54,7 @@ def groups_of(run_dir: Path) -> list[list]:
 
 def replay(model: str | None, groups: list[list], lr: float, epochs: int, seed: int) -> dict:
     backend = TransformersBackend(model, seed=seed)
-    trainer = Trainer(backend, GRPOConfig(lr=lr, epochs=epochs, seed=seed), Path(tempfile.mkdtemp()))
+    trainer = Trainer(backend, GRPOConfig(lr=lr, epochs=epochs), Path(tempfile.mkdtemp()), seed=seed)
     trainer.start()
     actions, kls, updates, seconds = [], [], 0, 0.0
     for members in groups:
@@ -118,13 +118,13 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     runs = []
     for run_dir in args.run_dirs:
-        cfg = load_config(run_dir / "config.toml", {})
+        cfg = read_stored_config(run_dir / "config.toml")
         groups = groups_of(run_dir)
         print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
         rows = []
         for lr in args.lr:
             t0 = time.perf_counter()
-            row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.ttt.grpo.seed)
+            row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.seed)
             rows.append(row)
             c = row["concordance"]
             print(

@@ -9,12 +9,13 @@ uses exactly the same one. `arts config show` prints every field with its defaul
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from arts.policy.analysis import AnalysisConfig
 from arts.policy.base import Pricing
@@ -33,6 +34,26 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+TTT_PARENTS = 3
+"""Under TTT, unless `scientist.parents` is set, a proposal may start from this many nodes (the best half,
+then the most recent), so that a group teaches which node to expand, not only what to try."""
+
+DRAWS_PER_CANDIDATE = 4
+"""A round draws at most this many actions per candidate of a proposal (`group <= 4 * scientist.candidates`):
+past that, nearly every drawn action repeats one already drawn."""
+
+MOVED_KEYS: dict[str, tuple[str, str]] = {
+    "ttt.grpo.seed": ("seed", "the run's one seed also seeds the LoRA initialisation"),
+    "ttt.parents": ("scientist.parents", f"one knob with or without --ttt; under --ttt it defaults to {TTT_PARENTS}"),
+    "render.memory": ("render.memory_entries", "how many memory entries the prompt shows; components.memory "
+                      "turns the memory off"),
+    "analysis.statement_chars": ("analysis.plan_statement_chars", "the plan's cut of the statement; "
+                                 "render.statement_chars is the round prompt's"),
+}  # fmt: skip
+"""Keys of earlier configs: old path -> (the path that holds its meaning now, why). Given anew (a file, a
+flag, `--set`), an old key is an error naming the new one; a run folder that stored one still resumes
+(`upgrade_stored`)."""
 
 
 class ModelConfig(BaseModel):
@@ -100,10 +121,13 @@ class TTTConfig(BaseModel):
     """The GRPO update and its schedule."""
     reward: RewardConfig = RewardConfig()
     """How an action's score becomes its reward."""
-    parents: int = Field(3, ge=0)
-    """Under TTT a proposal may start from this many nodes (the best half, then the most recent; 0: every
-    shown node), so that the group teaches which node to expand, not only what to try. Overrides
-    `scientist.parents` while training."""
+    _parents: int = PrivateAttr(TTT_PARENTS)
+
+    @property
+    def parents(self) -> int:
+        """`scientist.parents` as this run resolved it. Read by `search.methods.proposals` until it reads
+        `scientist.parents` itself; delete then."""
+        return self._parents
 
 
 class SearchConfig(BaseModel):
@@ -155,7 +179,16 @@ class SearchConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _profile(cls, data: Any) -> Any:
-        return apply_profile(data) if isinstance(data, dict) else data
+        if not isinstance(data, dict):
+            return data
+        if (message := moved_key_message(data)) is not None:
+            raise ValueError(message)
+        return apply_profile(_ttt_parents(data))
+
+    @model_validator(mode="after")
+    def _share_parents(self) -> SearchConfig:
+        self.ttt._parents = self.scientist.parents
+        return self
 
     @model_validator(mode="after")
     def _ttt_needs_groups(self) -> SearchConfig:
@@ -167,7 +200,7 @@ class SearchConfig(BaseModel):
 
     @model_validator(mode="after")
     def _group_fits(self) -> SearchConfig:
-        if self.group > self.scientist.candidates * 4:
+        if self.group > self.scientist.candidates * DRAWS_PER_CANDIDATE:
             raise ValueError(
                 f"group={self.group} draws far more actions than scientist.candidates={self.scientist.candidates}; "
                 "raise scientist.candidates or lower group"
@@ -175,11 +208,64 @@ class SearchConfig(BaseModel):
         return self
 
 
+def _ttt_parents(data: dict[str, Any]) -> dict[str, Any]:
+    """The data with `scientist.parents` at TTT_PARENTS where TTT is on and the data leaves it unset (before
+    the profile fills in its own default)."""
+    ttt, scientist = data.get("ttt", {}), data.get("scientist", {})
+    enabled = ttt.get("enabled") if isinstance(ttt, dict) else getattr(ttt, "enabled", False)
+    if enabled is not True:
+        return data
+    if isinstance(scientist, dict) and "parents" not in scientist:
+        return {**data, "scientist": {**scientist, "parents": TTT_PARENTS}}
+    if isinstance(scientist, BaseModel) and "parents" not in scientist.model_fields_set:
+        return {**data, "scientist": scientist.model_copy(update={"parents": TTT_PARENTS})}
+    return data
+
+
+_MISSING = object()
+
+
+def _get_path(d: Any, path: str) -> Any:
+    for k in path.split("."):
+        if not isinstance(d, dict) or k not in d:
+            return _MISSING
+        d = d[k]
+    return d
+
+
 def _set_path(d: dict[str, Any], path: str, value: Any) -> None:
     keys = path.split(".")
     for k in keys[:-1]:
         d = d.setdefault(k, {})
     d[keys[-1]] = value
+
+
+def _pop_path(d: dict[str, Any], path: str) -> Any:
+    *parents, last = path.split(".")
+    inner = _get_path(d, ".".join(parents)) if parents else d
+    return inner.pop(last, _MISSING) if isinstance(inner, dict) else _MISSING
+
+
+def moved_key_message(data: dict[str, Any]) -> str | None:
+    """What to do about the first key of an earlier config in `data` (a user's file or flags), or None."""
+    for old, (new, why) in MOVED_KEYS.items():
+        if _get_path(data, old) is not _MISSING:
+            return f"{old} is now {new} ({why}); set {new} instead, e.g. --set {new}=VALUE"
+    return None
+
+
+def upgrade_stored(data: dict[str, Any]) -> dict[str, Any]:
+    """A run folder's stored config in today's keys, meaning what it meant when the run started: an old key
+    moves to its new path where that is unset, else it is dropped (the new path was stored beside it)."""
+    data = copy.deepcopy(data)
+    ttt = data.get("ttt", {})
+    if isinstance(ttt, dict) and ttt.get("enabled") and "parents" in ttt:  # it overrode scientist.parents
+        _set_path(data, "scientist.parents", ttt["parents"])
+    for old, (new, _) in MOVED_KEYS.items():
+        value = _pop_path(data, old)
+        if value is not _MISSING and _get_path(data, new) is _MISSING:
+            _set_path(data, new, value)
+    return data
 
 
 def parse_value(text: str) -> Any:
@@ -209,9 +295,28 @@ def _read_toml(path: Path) -> dict[str, Any]:
 def load_config(path: Path | None, overrides: dict[str, Any]) -> SearchConfig:
     """The TOML file (if any) with dotted-path overrides applied on top (the profile resolves on validation)."""
     data: dict[str, Any] = _read_toml(path) if path else {}
+    if path and (message := moved_key_message(data)):
+        raise ValueError(f"--config {path}: {message.replace(', e.g. --set', ' in the file, or --set')}")
     for key, value in overrides.items():
         _set_path(data, key, value)
+    if message := moved_key_message(data):
+        raise ValueError(message)
     return SearchConfig.model_validate(data)
+
+
+def read_stored_config(path: Path) -> SearchConfig:
+    """The resolved config a run wrote (`config.toml`), also one written under earlier keys (`MOVED_KEYS`);
+    errors name the file and what to do."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ValueError(f"{path}: not a readable config ({e}); restore it or start a new run") from None
+    try:
+        return SearchConfig.model_validate(upgrade_stored(data))
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"{path}: {where}: {first['msg']}; fix that field or start a new run") from None
 
 
 def to_toml(cfg: SearchConfig) -> str:

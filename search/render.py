@@ -26,10 +26,11 @@ class RenderConfig(BaseModel):
     """How many of the most recent nodes are shown (besides the best)."""
     axes: int = Field(6, ge=0)
     """How many axes the map shows (most tried first)."""
-    memory: int = Field(6, ge=0)
-    """How many of the latest memory entries are shown."""
+    memory_entries: int = Field(6, ge=0)
+    """How many of the latest memory entries are shown (0: none; `components.memory` turns the memory off)."""
     statement_chars: int = Field(500, ge=50)
-    """The task statement is cut to this many characters."""
+    """The task statement is cut to this many characters in the round prompt (the plan's cut is
+    `analysis.plan_statement_chars`)."""
     inspect_recent: int = Field(6, ge=1)
     """The scientist may inspect any of this many most recent nodes."""
     inspected_chars: int = Field(2000, ge=100)
@@ -79,7 +80,18 @@ def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
 
 def shown_memory(state: SearchState, cfg: RenderConfig) -> list[int]:
     """Ids of the memory entries the prompt shows (the ones the scientist may drop)."""
-    return [i.id for i in state.insights.values() if i.kind == "memory" and i.active][-cfg.memory :]
+    return _latest([i.id for i in state.insights.values() if i.kind == "memory" and i.active], _entries(cfg))
+
+
+def _latest(items: list, n: int) -> list:
+    """The last n items; none for n = 0 (where `items[-0:]` would be all of them)."""
+    return items[max(len(items) - n, 0) :]
+
+
+def _entries(cfg: RenderConfig) -> int:
+    # `search.methods.proposals` turns the memory off with `model_copy(update={"memory": 0})`, which sets a
+    # plain attribute; honour it until that reads `memory_entries`, then read cfg.memory_entries alone.
+    return getattr(cfg, "memory", cfg.memory_entries)
 
 
 def render_state(
@@ -95,9 +107,10 @@ def render_state(
     recent_all = heapq.nlargest(cfg.recent, state.nodes.values(), key=lambda n: n.id)
     failed = [n for n in recent_all if n.status == "invalid"]
     audits = [i.text for i in state.insights.values() if i.kind == "audit" and i.active]
-    memory = [f"[m{i.id}] {i.text}" for i in state.insights.values() if i.kind == "memory" and i.active][
-        -cfg.memory :
-    ]
+    memory = _latest(
+        [f"[m{i.id}] {i.text}" for i in state.insights.values() if i.kind == "memory" and i.active],
+        _entries(cfg),
+    )
     sections = [
         ("Task", [task_summary[: cfg.statement_chars]]),
         ("Nodes you may start from", [node_line(n) for n in parents]),

@@ -12,18 +12,15 @@ on other CPUs; the backend's own choice (bf16) on a GPU.
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-
-from pydantic import ValidationError
 
 from arts.policy.backends.registry import backend_class
 from arts.policy.backends.weights import cpu_has_bf16
 from arts.policy.base import Backend, Usage
 from arts.search.agents import Agents
-from arts.search.config import ModelConfig, SearchConfig, to_toml
+from arts.search.config import ModelConfig, SearchConfig, read_stored_config, to_toml
 from arts.search.context import Run
 from arts.search.lab import Lab
 from arts.search.ledger import Ledger
@@ -34,12 +31,6 @@ from arts.search.seeds import Seeds
 from arts.search.store import Store
 from arts.tasks.base import resolve_task
 from arts.tasks.isolation import probe
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 
 WARM = "warm-start"
 """The name a warm-start adapter (`scientist.adapter`) is loaded under on the scientist's backend."""
@@ -143,7 +134,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         local = resolve_dtype(ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model), True)
         trainer_backend, serving = make_backend(local, lambda u: None, cfg.seed), scientist
     warm = Path(cfg.scientist.adapter) if cfg.scientist.adapter else None
-    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir, init=warm)
+    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir, init=warm, seed=cfg.seed)
     learning = Learning(
         trainer,
         run.ledger,
@@ -184,27 +175,13 @@ def log_isolation(log: Callable[[str], None]) -> None:
     log(f"sandbox: {iso.level}" + (f" ({iso.note})" if iso.note else ""))
 
 
-def read_config(path: Path) -> SearchConfig:
-    """The resolved config a run wrote; errors name the file and what to do."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise ValueError(f"{path}: not a readable config ({e}); restore it or start a new run") from None
-    try:
-        return SearchConfig.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ValueError(f"{path}: {where}: {first['msg']}; fix that field or start a new run") from None
-
-
 def resume_run(run_dir: Path, log: Callable[[str], None] = print) -> dict:
     path = run_dir / "config.toml"
     if not run_dir.is_dir() or not path.is_file():
         raise ValueError(
             f"{run_dir} holds no run (no config.toml); start one with `arts search TASK --run-dir {run_dir}`"
         )
-    cfg = read_config(path)
+    cfg = read_stored_config(path)
     if Store.holds_run(run_dir):
         log(f"resume: {run_dir}")
     else:  # killed before the store's first commit: nothing was done yet, so the run starts from its config

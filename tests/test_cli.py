@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from arts.search.cli.flags import at
 from arts.search.cli.main import main
 from tests.test_tasks import write_task
 
@@ -133,6 +134,7 @@ def test_every_config_model_reads_its_field_docstrings():
 
 FAST = """
 import sys
+from arts.search.cli.flags import at
 from arts.search.cli.main import main
 try:
     main(sys.argv[1:])
@@ -278,3 +280,53 @@ def test_the_bench_command_is_reached_through_arts(tmp_path, capsys):
         str(tmp_path / "b"),
     ]
     assert main(argv) == 2 and "no-such-task" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [("ttt.grpo.seed", "seed"), ("ttt.parents", "scientist.parents"), ("render.memory", "render.memory_entries"),
+     ("analysis.statement_chars", "analysis.plan_statement_chars")],
+)  # fmt: skip
+def test_an_old_config_key_names_the_key_that_replaced_it(monkeypatch, capsys, tmp_path, old, new):
+    seen = capture_runs(monkeypatch)
+    (tmp_path / "old.toml").write_text(f"[{old.rpartition('.')[0]}]\n{old.rpartition('.')[2]} = 300\n")
+    for argv in (["--set", f"{old}=300"], [f"--{old}", "300"], ["--config", str(tmp_path / "old.toml")]):
+        assert main(["search", "toy", *argv]) == 2
+        err = capsys.readouterr().err
+        assert f"{old} is now {new}" in err and f"--set {new}=" in err, (argv, err)
+    assert not seen
+    main(["search", "toy", "--set", f"{new}=300"])
+    assert seen and at(seen[0].model_dump(), new) == 300
+
+
+def test_ttt_offers_three_parents_unless_scientist_parents_is_set(monkeypatch):
+    seen = capture_runs(monkeypatch)
+    main(["search", "toy", "--ttt"])
+    main(["search", "toy", "--ttt", "--scientist.parents", "1"])
+    main(["search", "toy", "--ttt", "--profile", "capable"])
+    main(["search", "toy"])
+    assert [c.scientist.parents for c in seen] == [3, 1, 3, 1]
+
+
+def test_a_run_stored_under_old_keys_resumes_with_their_meaning(tmp_path, capsys):
+    from arts.search.config import read_stored_config
+    from tests.test_search import make_task
+
+    run_dir = tmp_path / "run"
+    argv = ["search", str(make_task(tmp_path / "task")), "--method", "mutate", "--group", "2", "--evals", "1"]
+    assert main([*argv, "--run-dir", str(run_dir), "-q"]) == 0
+    text = (run_dir / "config.toml").read_text()
+    old = (
+        text.replace("memory_entries = 6", "memory = 4")
+        .replace("plan_statement_chars = 1600", "statement_chars = 900")
+        .replace("[ttt]\nenabled = false", "[ttt]\nenabled = true\nparents = 2")
+        .replace("[ttt.grpo]\n", "[ttt.grpo]\nseed = 7\n")
+    )
+    assert old.count("\n") == text.count("\n") + 2
+    (run_dir / "config.toml").write_text(old)
+    cfg = read_stored_config(run_dir / "config.toml")
+    assert (cfg.render.memory_entries, cfg.analysis.plan_statement_chars, cfg.scientist.parents) == (4, 900, 2)
+    assert cfg.seed == 0
+    (run_dir / "config.toml").write_text(old.replace("enabled = true", "enabled = false"))
+    assert read_stored_config(run_dir / "config.toml").scientist.parents == 1  # ttt.parents acted under TTT only
+    assert main(["search", "--resume", str(run_dir), "-q"]) == 0

@@ -20,7 +20,7 @@ from tests.test_search import RuleBackend, make_task
 
 def trained_adapter(backend, folder):
     """An adapter folder as `arts export` writes one: checkpoint 0 of a trainer whose B matrices were moved."""
-    trainer = Trainer(backend, GRPOConfig(seed=3), folder)
+    trainer = Trainer(backend, GRPOConfig(), folder, seed=3)
     with torch.no_grad():
         for name, p in backend.model.named_parameters():
             if ".ttt." in name and "lora_B" in name:
@@ -92,5 +92,6 @@ def test_ttt_configs_offer_several_parents_to_the_grammar(tmp_path, monkeypatch)
     from arts.search.config import load_config
 
     cfg = load_config(None, {"ttt.enabled": True})
-    assert cfg.ttt.parents > 1 and cfg.scientist.parents == 1
-    assert json.loads(cfg.model_dump_json())["ttt"]["parents"] == 3
+    assert cfg.scientist.parents == 3 and load_config(None, {}).scientist.parents == 1
+    assert json.loads(cfg.model_dump_json())["scientist"]["parents"] == 3  # stored: a resume keeps it
+    assert load_config(None, {"ttt.enabled": True, "scientist.parents": 1}).scientist.parents == 1

@@ -67,8 +67,6 @@ class GRPOConfig(BaseModel):
     first, which is where clipping starts to act)."""
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Clip the adapter's gradient norm to this; None leaves it unclipped."""
-    seed: int = 0
-    """Seeds the LoRA initialisation (A random, B zero: the fresh adapter equals the base model)."""
 
     @model_validator(mode="after")
     def _clip_range(self) -> GRPOConfig:

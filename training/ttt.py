@@ -124,7 +124,9 @@ class UpdateResult:
 class Trainer:
     """LoRA GRPO on a transformers backend, checkpointed in `run_dir/adapters/` (see the module docstring)."""
 
-    def __init__(self, backend: Any, config: GRPOConfig, run_dir: Path, init: Path | None = None):
+    def __init__(
+        self, backend: Any, config: GRPOConfig, run_dir: Path, init: Path | None = None, *, seed: int = 0
+    ):
         if not isinstance(backend, TransformersBackend):
             raise BackendError(
                 f"test-time training updates weights in this process, so its trainer needs the "
@@ -137,7 +139,7 @@ class Trainer:
         """A peft adapter folder a fresh run starts training from (a warm start); None: LoRA's own init."""
         if ADAPTER not in backend.adapters:
             with torch.random.fork_rng():
-                torch.manual_seed(config.seed)
+                torch.manual_seed(seed)  # the LoRA init: A random, B zero (the fresh adapter is the base model)
                 backend.add_adapter(ADAPTER, lora_config(config))
         self.optimizer = make_optimizer(backend.model, ADAPTER, config)
         self.k = 0

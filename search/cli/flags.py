@@ -70,7 +70,7 @@ def add_field_flags(parser: argparse.ArgumentParser) -> None:
     """One `--PATH VALUE` flag per leaf field of SearchConfig not already given a flag of that name, and the
     choices of `--without` from the components' fields. Imports the config, hence the model code: called
     only when `search` is parsed."""
-    from arts.search.config import SearchConfig, parse_value
+    from arts.search.config import MOVED_KEYS, SearchConfig, parse_value
 
     fields = list(config_fields(SearchConfig))
     parser.add_argument(
@@ -89,3 +89,5 @@ def add_field_flags(parser: argparse.ArgumentParser) -> None:
             type=str if _is_text(info.annotation) else parse_value,
             help=f"{doc(info)} (default {default})".replace("%", "%%"),
         )  # fmt: skip
+    for old in MOVED_KEYS:  # an earlier config's key: taken, so that loading the config names its new key
+        parser.add_argument(f"--{old}", dest=FIELD_DEST + old, type=parse_value, help=argparse.SUPPRESS)

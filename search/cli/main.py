@@ -142,7 +142,9 @@ def cmd_search(args: argparse.Namespace) -> int:
         if args.resume:
             console.attach(Path(args.resume))
             if args.report_to:
-                cfg = _load(str(Path(args.resume) / "config.toml"), {})
+                from arts.search.config import read_stored_config
+
+                cfg = read_stored_config(Path(args.resume) / "config.toml")
                 console.tracking = Reporting(args.report_to, Path(args.resume), cfg.model_dump(mode="json"))
             summary = resume_run(Path(args.resume), log=console)
         else:

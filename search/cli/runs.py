@@ -51,11 +51,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def _load_run(run_dir: str) -> tuple[Any, SearchConfig | None, str | None]:
     """(stored state, resolved config, scientist model spec) of a run, for the training commands."""
-    from arts.search.config import load_config
+    from arts.search.config import read_stored_config
     from arts.search.store import Store
 
     path = Path(run_dir)
-    cfg = load_config(path / "config.toml", {}) if (path / "config.toml").is_file() else None
+    cfg = read_stored_config(path / "config.toml") if (path / "config.toml").is_file() else None
     with Store.open_readonly(path) as store:  # a running search keeps writing; reading needs no lock
         return store.load_state(), cfg, (cfg.scientist_model.model if cfg else None)
 
