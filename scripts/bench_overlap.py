@@ -31,8 +31,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+from arts.search.batching import Batching  # noqa: E402
 from arts.search.cli.main import main as arts  # noqa: E402
-from arts.search.methods import arts as arts_method  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402
 
@@ -94,21 +94,26 @@ def rounds(run: Path) -> list[dict]:
 
 @contextmanager
 def one_call_at_a_time(on: bool):
-    """The analysis calls of a round asked one after another (`analysis_at_once` replaced), when on."""
+    """The calls a round batches on one worker (its analysis, the audits) asked one after another, when on:
+    `Batching.together` replaced for those; the experiments (several workers) still run at once."""
     if not on:
         yield
         return
+    saved = Batching.together
 
     @contextmanager
-    def sequential(run):
+    def sequential(self, backend, workers=1):
+        if workers > 1:
+            with saved(self, backend, workers) as together:
+                yield together
+            return
         yield lambda jobs: [job() for job in jobs]
 
-    saved = arts_method.analysis_at_once
-    arts_method.analysis_at_once = sequential
+    Batching.together = sequential
     try:
         yield
     finally:
-        arts_method.analysis_at_once = saved
+        Batching.together = saved
 
 
 def run(args: argparse.Namespace) -> dict:

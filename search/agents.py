@@ -15,6 +15,7 @@ from arts.policy.base import Backend
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.policy.investigator import Investigator, InvestigatorConfig
 from arts.policy.scientist import Scientist, ScientistConfig
+from arts.search.batching import Batching
 
 
 class Agents:
@@ -28,10 +29,14 @@ class Agents:
         investigator: InvestigatorConfig,
     ):
         self.scientist_backend, self.executor_backend = scientist_backend, executor_backend
-        self._scientist = Scientist(scientist_backend, scientist) if scientist_backend else None
-        self._analyst = Analyst(scientist_backend, analysis) if scientist_backend else None
-        self._executor = Executor(executor_backend, executor) if executor_backend else None
-        self._investigator = Investigator(executor_backend, investigator) if executor_backend else None
+        self.batching = Batching()
+        """Which calls and evaluations run at once (`search.batching`): every agent's backend goes through it."""
+        thinking = self.batching.wrap(scientist_backend)
+        doing = thinking if executor_backend is scientist_backend else self.batching.wrap(executor_backend)
+        self._scientist = Scientist(thinking, scientist) if thinking else None
+        self._analyst = Analyst(thinking, analysis) if thinking else None
+        self._executor = Executor(doing, executor) if doing else None
+        self._investigator = Investigator(doing, investigator) if doing else None
         self.adapter: str | None = None
         """The adapter the scientist samples from (None: the base model)."""
 

@@ -2,18 +2,16 @@
 
 `training` does not import `search` (the store is search's), so the facts travel as `RunInfo` and as
 record dicts. A run without test-time training stored its actions but never rewarded them; their
-rewards are computed here from the node scores by the run's configured reward, exactly as TTT would
-have (`search.learning`: each group against the valid scores before it, with the parents' scores), and
-marked `computed` in the export.
+rewards are computed here from the node scores by the run's configured reward, by the function TTT
+rewards with (`search.rollout_rewards`), and marked `computed` in the export.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arts.search.state import Rollout, SearchState
+from arts.search.state import SearchState
 
 if TYPE_CHECKING:
     from arts.rewards import RewardConfig
@@ -23,27 +21,9 @@ if TYPE_CHECKING:
 
 def computed_rewards(state: SearchState, reward: RewardConfig) -> dict[int, float]:
     """rollout id → reward, for the rollouts without one whose node finished (valid or invalid)."""
-    from arts.rewards import group_rewards
+    from arts.search.rollout_rewards import due_rewards
 
-    groups: dict[int, list[Rollout]] = defaultdict(list)
-    for r in state.rollouts.values():
-        node = state.nodes.get(r.node) if r.node is not None else None
-        if r.reward is None and node is not None and node.status in ("valid", "invalid"):
-            if not node.reason.startswith("interrupted"):
-                groups[r.group].append(r)
-    out: dict[int, float] = {}
-    for _, rollouts in sorted(groups.items()):
-        nodes = [state.nodes[r.node] for r in rollouts if r.node is not None]
-        first = min(n.id for n in nodes)
-        history = [
-            n.score for n in state.nodes.values()
-            if n.id < first and n.status in ("seed", "valid") and n.score is not None
-        ]  # fmt: skip
-        parents = [state.nodes[n.parent].score if n.parent in state.nodes else None for n in nodes]
-        scores = [n.score if n.status == "valid" else None for n in nodes]
-        values = group_rewards(scores, history, parent_scores=parents, config=reward)
-        out.update({r.id: v for r, v in zip(rollouts, values)})
-    return out
+    return {r.id: v for g in due_rewards(state, reward) for r, v in zip(g.rollouts, g.rewards)}
 
 
 def rollout_rows(state: SearchState, run_dir: str, cfg: SearchConfig | None) -> list[dict[str, Any]]:

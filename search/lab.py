@@ -21,11 +21,10 @@ from arts.search.agents import Agents
 from arts.search.investigation.reports import memory_entry
 from arts.search.ledger import Ledger
 from arts.search.meter import BudgetSpent, Meter
-from arts.search.overlap import Overlap
 from arts.search.remote import interrupted
 from arts.search.render import tried_edits
 from arts.search.seeds import Seeds
-from arts.search.state import Node, Rollout
+from arts.search.state import INTERRUPTED, Node, Rollout
 from arts.tasks.base import EvalResult, Task
 from arts.tasks.evaluate import run_evaluation
 from arts.tasks.workcopy import remove, write_file
@@ -63,8 +62,6 @@ class Lab:
         self._program_keys: dict[int, str] = {}
         self._in_flight: dict[str, str] = {}
         """Program key -> the node folder evaluating it now (another experiment of the round must not)."""
-        self.overlap: Overlap | None = None
-        """While a round's experiments run at once (`search.overlap`): evaluations go through it."""
         self.evaluator: Callable[[Task, dict[str, str], Path], EvalResult] = run_evaluation
         """What runs one evaluation: the sandbox here, or a Ray task (`search.remote.RayEvaluations`)."""
         self.evaluate_on = "local"
@@ -97,10 +94,8 @@ class Lab:
         key = program_key(files)
         self._in_flight[key] = workdir.name
         try:
-            if self.overlap is not None:
-                res = self.overlap.evaluate(lambda: self.evaluator(self.task, files, workdir))
-            else:
-                res = self.evaluator(self.task, files, workdir)
+            # on a worker of the round's batch while its experiments run at once (`search.batching`)
+            res = self.agents.batching.evaluate(lambda: self.evaluator(self.task, files, workdir))
         finally:
             self._in_flight.pop(key, None)
         if interrupted(res):  # not the program's doing: not charged, and it may run again
@@ -179,7 +174,7 @@ class Lab:
         folder may hold the half-made program of the experiment in flight)."""
         for n in list(self.state.nodes.values()):
             if n.status == "pending" and n.parent is not None:
-                n.status, n.reason = "invalid", "interrupted (the run was killed during this experiment)"
+                n.status, n.reason = "invalid", f"{INTERRUPTED} (the run was killed during this experiment)"
                 self.ledger.update(n)
                 self.ledger.store.write_node_files(n)
 

@@ -8,13 +8,15 @@ through the ledger; the weights, their log-probs and checkpoints are the trainer
   scientist first loads the checkpoint folder under the name `arts-ttt-<k>`: nothing restarts, no
   stale cache). A checkpoint whose `update` event was lost (killed between the two) gets it logged again,
   marked `recovered`.
-- on_rollout: the action's masked log-prob under the adapter in force (the old policy of the GRPO
+- sampled (after the round's experiments): each drawn action's masked log-prob under the adapter in force (the old policy of the GRPO
   ratio) and that adapter's checkpoint (`adapters/<k>`) are stored on the rollout. The action is the
   drawn candidate's own sampled tokens inside the verbalized proposal, under the prompt, the candidates
   before it and the proposal's grammar (on policy); the N draws of a proposal share one scoring of its
   tokens. A served scientist reports no tokens: its action text is re-tokenized and scored alone.
-- after_round: rewards for the finished groups (each judged against the valid scores observed before
-  the group), then every M rounds an update on the groups collected since the previous one.
+- reward: rewards for the finished groups (each judged against the valid scores observed before the
+  group; `search.rollout_rewards`, shared with exports);
+- update: every M rounds, an update on the groups collected since the previous one.
+The arts round (`search.methods.arts.arts_round`) calls the three, in this order, at its end.
 
 Rollouts sampled since the last update were all drawn under the adapter in force now (it changes only
 in an update), so the old log-probs cached at sampling time, or recomputed after a restart, are the
@@ -30,8 +32,9 @@ from collections.abc import Callable
 from typing import Any
 
 from arts.policy.base import BackendError
-from arts.rewards import RewardConfig, group_rewards
+from arts.rewards import RewardConfig
 from arts.search.ledger import Ledger
+from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
@@ -57,7 +60,12 @@ class Learning:
     ):
         if serving is not None and not hasattr(serving, "load_adapter"):
             raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
-        self.trainer, self.ledger, self.reward, self.update_every = trainer, ledger, reward, update_every
+        self.trainer, self.ledger, self.reward_config, self.update_every = (
+            trainer,
+            ledger,
+            reward,
+            update_every,
+        )
         self.use_adapter, self.log = use_adapter, log
         self.serving = serving
         """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
@@ -99,7 +107,12 @@ class Learning:
         self.use_adapter(name)
         self.ledger.event("adapter_served", k=self.trainer.k, name=name)
 
-    def on_rollout(self, rollout: Rollout) -> Rollout:
+    def sampled(self, rollouts: list[Rollout]) -> None:
+        """Record each drawn action's old log-prob and the adapter in force (`score`)."""
+        for r in rollouts:
+            self.score(r)
+
+    def score(self, rollout: Rollout) -> Rollout:
         """Record the old log-prob (masked, summed over the action's tokens) and the adapter in force.
         A rollout with its proposal's sampled tokens is scored on them (its candidate's span, on policy);
         one without (a served scientist) on its action text, re-tokenized."""
@@ -135,35 +148,21 @@ class Learning:
         self.ledger.event("credit_check", **check.model_dump())
         return check
 
-    def after_round(self, round: int) -> None:
-        """Rewards for the finished groups; every M rounds, an update on what was collected."""
-        self._assign_rewards(round)
+    def reward(self, round: int) -> None:
+        """Rewards for the groups whose nodes have all finished (`search.rollout_rewards`, the one reward
+        computation exports use too)."""
+        for g in due_rewards(self.ledger.state, self.reward_config):
+            for r, value in zip(g.rollouts, g.rewards):
+                r.reward = value
+                self.ledger.update(r)
+            self.ledger.event("rewards", group=g.group, round=round, rewards=g.rewards, history=g.history)
+
+    def update(self, round: int) -> None:
+        """Every M rounds (`update_every`), an update on the groups collected since the last one; the next
+        round samples from the new checkpoint."""
         self._scored.clear()
         if round - self.last_round >= self.update_every:
             self._update(round)
-
-    def _assign_rewards(self, round: int) -> None:
-        state = self.ledger.state
-        groups: dict[int, list[Rollout]] = defaultdict(list)
-        for r in state.rollouts.values():
-            node = state.nodes.get(r.node) if r.node is not None else None
-            if r.reward is None and node is not None and node.status in ("valid", "invalid"):
-                if not node.reason.startswith("interrupted"):
-                    groups[r.group].append(r)
-        for group, rollouts in sorted(groups.items()):
-            nodes = [state.nodes[r.node] for r in rollouts]
-            first = min(n.id for n in nodes)
-            history = [
-                n.score for n in state.nodes.values()
-                if n.id < first and n.status in ("seed", "valid") and n.score is not None
-            ]  # fmt: skip
-            parents = [state.nodes[n.parent].score if n.parent in state.nodes else None for n in nodes]
-            scores = [n.score if n.status == "valid" else None for n in nodes]
-            values = group_rewards(scores, history, parent_scores=parents, config=self.reward)
-            for r, value in zip(rollouts, values):
-                r.reward = value
-                self.ledger.update(r)
-            self.ledger.event("rewards", group=group, round=round, rewards=values, history=len(history))
 
     def _update(self, round: int) -> None:
         rollouts = [

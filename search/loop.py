@@ -11,7 +11,6 @@ import time
 
 from arts.search.context import Run
 from arts.search.methods.base import Method
-from arts.search.methods.proposals import calls_at_once
 from arts.search.report.html import live_update
 from arts.search.state import Insight
 from arts.search.summary import finish
@@ -29,9 +28,6 @@ def run_search(run: Run, method: Method) -> dict:
         before = run.meter.evals
         method.round(run)
         run.meter.round_done(evaluated=run.meter.evals > before)
-        if run.learning is not None:
-            run.phase("update")
-            run.learning.after_round(run.round)
         run.ledger.set_meta("wall_s", run.meter.wall_s)
         reason = run.stop_reason()
         live_update(run, last=reason is not None)
@@ -40,13 +36,16 @@ def run_search(run: Run, method: Method) -> dict:
 
 def audit(run: Run) -> None:
     """The first R scientist calls read the material, the seed program and the evaluator; no expansion.
-    They are independent, so they are asked at once (`calls_at_once`); each is stored as it ends."""
+    They are independent, so they are asked at once (`search.batching`); each is stored as it ends."""
     done, audits = len(run.ledger.events("audit")), run.cfg.scientist.audits
     if done >= audits:
         return
     run.phase(f"audit {done + 1}-{audits}/{audits}" if audits - done > 1 else f"audit {audits}/{audits}")
-    with calls_at_once(run, run.agents.scientist, "audit") as together:
+    batching = run.agents.batching
+    with batching.together(run.agents.scientist_backend) as together:
         together([lambda i=i: audit_one(run, i) for i in range(done, audits)])
+    if batching.batches:
+        run.ledger.event("overlap", round=run.round, step="audit", batches=batching.batches)
 
 
 def audit_one(run: Run, i: int) -> None:

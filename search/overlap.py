@@ -223,19 +223,3 @@ class Overlap:
                 self.batches.append(len(batch))
                 self._busy = False
                 self._cv.notify_all()
-
-
-class OverlapBackend:
-    """A backend whose `generate` goes through an `Overlap` (the executor's, during a round's experiments);
-    everything else is the wrapped backend's."""
-
-    def __init__(self, overlap: Overlap):
-        self._overlap = overlap
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._overlap.backend, name)
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        if isinstance(prompts, list) and prompts and not isinstance(prompts[0], dict):
-            return [self.generate(p, n, sampling, schema, adapter, purpose)[0] for p in prompts]
-        return [self._overlap.generate(Request(prompts, n, sampling, schema, adapter, purpose))]

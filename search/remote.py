@@ -1,7 +1,7 @@
 """Evaluations and bench runs on Ray, for when one machine is not enough (`pip install 'arts[ray]'`).
 
 `RayEvaluations` runs each evaluation as a Ray task (one CPU each) with the same sandbox
-(`tasks.evaluate.run_evaluation`) on whichever node Ray schedules it: `--executor ray [--ray-address
+(`tasks.evaluate.run_evaluation`) on whichever node Ray schedules it: `--evaluate-on ray [--ray-address
 ADDR]`; with `--workers W` a round's experiments wait on their Ray tasks together (`search.overlap`).
 A task whose worker dies (a node lost, a process killed) comes back as an interrupted result: the run
 records it, does not charge the evaluation, and may evaluate that program again. `arts bench --ray`
@@ -18,11 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arts.search.state import INTERRUPTED
 from arts.tasks.base import EvalResult, Task, resolve_task
 from arts.tasks.evaluate import run_evaluation
-
-INTERRUPTED = "interrupted"
-"""How an interrupted evaluation's reason begins (`EvalResult.reason`)."""
 
 
 def ray_module() -> Any:

@@ -26,7 +26,7 @@ from arts.search.lab import Lab
 from arts.search.ledger import Ledger
 from arts.search.loop import run_search
 from arts.search.meter import Meter
-from arts.search.methods import METHODS, Method
+from arts.search.methods.catalog import METHODS, Method
 from arts.search.seeds import Seeds
 from arts.search.store import Store
 from arts.tasks.base import resolve_task

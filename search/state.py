@@ -33,6 +33,11 @@ class Record(BaseModel):
     """Assigned by the store on `add` (1, 2, ... per kind, in insertion order); 0 until then."""
 
 
+INTERRUPTED = "interrupted"
+"""How the reason of an outcome cut off from outside begins (a killed run, a lost worker): it says nothing
+about the program, so it is not charged, not rewarded and not read as a result."""
+
+
 class Node(Record):
     """One experiment: a program (the editable files) derived from a parent node, and its evaluation."""
 
@@ -79,6 +84,11 @@ class Node(Record):
     """What the executor was told besides the hypothesis (a follow-up's fix)."""
     created: float = Field(default_factory=time.time)
     """Unix timestamp of creation."""
+
+    @property
+    def interrupted(self) -> bool:
+        """Cut off from outside (`INTERRUPTED`): the outcome says nothing about the action."""
+        return self.reason.startswith(INTERRUPTED)
 
 
 class Hypothesis(Record):

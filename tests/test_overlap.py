@@ -11,8 +11,9 @@ import time
 import pytest
 
 from arts.policy.base import Completion, Request, Usage
+from arts.search.batching import Batching as RunBatching
 from arts.search.cli.main import main
-from arts.search.overlap import Overlap, OverlapBackend
+from arts.search.overlap import Overlap
 from arts.search.store import Store
 from tests.test_search import RuleBackend, make_task
 
@@ -24,7 +25,12 @@ class Batching:
 
     def __init__(self):
         self.batches: list[list[str]] = []
+        self.calls: list[str] = []
         self.usage_sink = None
+
+    def generate(self, prompt, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        self.calls.append(prompt)
+        return [[Completion(text=prompt)]]
 
     def generate_each(self, requests: list[Request]) -> list[list[Completion]]:
         self.batches.append([r.prompt for r in requests])
@@ -134,11 +140,21 @@ def test_a_failing_experiment_lets_the_others_finish_then_raises():
     assert finished == [("1-a", "score 1", "1-b")]
 
 
-def test_outside_a_round_the_overlap_backend_is_the_backend():
+def test_outside_a_batch_the_batched_backend_is_the_backend():
     backend = Batching()
-    proxy = OverlapBackend(Overlap(backend, workers=2))
+    proxy = RunBatching().wrap(backend)
     assert proxy.generate("hi")[0][0].text == "hi" and proxy.name == "batching"
-    assert backend.batches == [["hi"]]
+    assert backend.calls == ["hi"]
+
+
+def test_inside_a_batch_only_its_own_backend_joins():
+    backend, other = Batching(), Batching()
+    batching = RunBatching()
+    mine, theirs = batching.wrap(backend), batching.wrap(other)
+    with batching.together(backend) as together:
+        out = together([lambda: mine.generate("a"), lambda: mine.generate("b"), lambda: theirs.generate("c")])
+    assert [o[0][0].text for o in out] == ["a", "b", "c"]
+    assert backend.batches == [["a", "b"]] and other.calls == ["c"] and batching.batches == [2]
 
 
 class BatchingRules(RuleBackend):

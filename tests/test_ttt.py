@@ -193,7 +193,13 @@ def draw(ttt: Learning, round: int, action: str) -> Rollout:
         round=round, group=round, prompt=PROMPT, candidates=CANDIDATES, drawn=index, action=action,
         json_schema=SCHEMA,
     )  # fmt: skip
-    return ttt.on_rollout(ttt.ledger.add(r))
+    return ttt.score(ttt.ledger.add(r))
+
+
+def end_round(ttt: Learning, round: int) -> None:
+    """What the arts round does last: reward the finished groups, then update when M rounds have passed."""
+    ttt.reward(round)
+    ttt.update(round)
 
 
 def outcome(ttt: Learning, rollout: Rollout, score: float | None, reason: str = "") -> Node:
@@ -240,7 +246,7 @@ def test_groups_are_rewarded_against_earlier_scores_and_trained_every_m_rounds(t
     first = [draw(ttt, 1, a) for a in ACTIONS]
     for r, score in zip(first, [-1.0, -0.25, -7.0, None]):
         outcome(ttt, r, score)
-    ttt.after_round(1)
+    end_round(ttt, 1)
     assert [ttt.ledger.store.get(Rollout, r.id).reward for r in first] == [
         1.0,
         1.0,
@@ -251,7 +257,7 @@ def test_groups_are_rewarded_against_earlier_scores_and_trained_every_m_rounds(t
     second = [draw(ttt, 2, a) for a in (ACTIONS[2], ACTIONS[3], QUOTED, ACTIONS[0])]
     for r, score, reason in zip(second, [-0.5, -2.0, -0.1, None], ["", "", "", "interrupted (killed)"]):
         outcome(ttt, r, score, reason)
-    ttt.after_round(2)
+    end_round(ttt, 2)
     # -2 beats the seed but not the 70th percentile of the four valid scores seen before the group
     assert [ttt.ledger.store.get(Rollout, r.id).reward for r in second] == [1.0, 0.0, 1.0, None]
     assert [(p["group"], p["round"], p["history"]) for p in payloads(ttt, "rewards")] == [
@@ -272,7 +278,7 @@ def test_a_round_without_signal_skips_the_update(tmp_path, tiny_backend):
     ttt, uses, lines = learning(tmp_path / "run", tiny_backend)
     for r in [draw(ttt, 1, a) for a in ACTIONS[:2]]:
         outcome(ttt, r, None)
-    ttt.after_round(1)
+    end_round(ttt, 1)
     (skipped,) = payloads(ttt, "update_skipped")
     assert (skipped["round"], skipped["since_round"], skipped["groups_skipped"]) == (1, 0, 1)
     assert ttt.ledger.meta("ttt_last_round") == 1 and payloads(ttt, "update") == []
@@ -287,7 +293,7 @@ def test_a_served_scientist_loads_each_checkpoint_under_a_new_name(tmp_path, tin
     ttt, uses, _ = learning(tmp_path / "run", tiny_backend, serving=served)
     for r, score in zip([draw(ttt, 1, a) for a in ACTIONS[:2]], [-1.0, -9.0]):
         outcome(ttt, r, score)
-    ttt.after_round(1)
+    end_round(ttt, 1)
     run = tmp_path / "run"
     assert served.loaded == [("arts-ttt-0", run / "adapters/0"), ("arts-ttt-1", run / "adapters/1")]
     assert uses == ["arts-ttt-0", "arts-ttt-1"]
@@ -303,7 +309,7 @@ def test_a_restart_continues_from_the_checkpoint_and_rescores_old_logprobs(
     ttt, _, _ = learning(run, tiny_backend)
     for r, score in zip([draw(ttt, 1, a) for a in ACTIONS], [-1.0, -9.0, -0.5, -8.0]):
         outcome(ttt, r, score)
-    ttt.after_round(1)
+    end_round(ttt, 1)
     second = [draw(ttt, 2, a) for a in ACTIONS]  # sampled under adapters/1, then the process dies
     for r, score in zip(second, [-0.1, -9.0, -0.2, -8.0]):
         outcome(ttt, r, score)
@@ -316,7 +322,7 @@ def test_a_restart_continues_from_the_checkpoint_and_rescores_old_logprobs(
     saved = weights_digest(load_file(run / "adapters/1/adapter_model.safetensors"))
     assert start == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved}
     assert again.last_round == 1 and uses == ["ttt"]
-    again.after_round(2)
+    end_round(again, 2)
     assert [p["k"] for p in payloads(again, "update")] == [1, 2]
     (drift,) = payloads(again, "ttt_old_logprob_drift")  # only the shifted action's sum disagrees
     assert drift["group"] == 2 and drift["max_abs"] == pytest.approx(0.5, abs=1e-3)

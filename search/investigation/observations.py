@@ -15,9 +15,9 @@ import re
 from arts.policy.analysis import Analyst
 from arts.search.investigation import space
 from arts.search.ledger import Ledger
-from arts.search.state import Hypothesis, Node, SearchState
+from arts.search.state import INTERRUPTED, Hypothesis, Node, SearchState
 
-NOT_A_RESULT = ("evaluation budget spent", "interrupted")
+NOT_A_RESULT = ("evaluation budget spent", INTERRUPTED)
 """Reasons of invalid nodes that say nothing about their hypothesis."""
 
 

@@ -2,10 +2,7 @@
 
 `arts` (the method of this project) lives in `arts`; the baselines it is measured against (`greedy`,
 `random`, `mutate`) in `baselines`; `targets` orders what the small profile's directed hypotheses may
-name; `proposals` asks the scientist and runs what was drawn. Importing this package registers them all.
+name; `proposals` asks the scientist and runs what was drawn. `catalog` holds them all, registered by
+name (`catalog.METHODS`); this package's own module imports none of them, so they import each other
+without a cycle.
 """
-
-from arts.search.methods import arts, baselines  # noqa: F401  (registers the built-in methods)
-from arts.search.methods.base import METHODS, Method
-
-__all__ = ["METHODS", "Method"]

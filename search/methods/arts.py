@@ -1,7 +1,9 @@
-"""The arts round, as the design states it: plan, propose, draw, execute, attribute, compare, exploit, stop.
+"""The arts round, as the design states it: plan, follow up, propose, draw, execute, attribute and compare,
+exploit, reward and update, stop.
 
-Each line of `arts_round` is one step; the steps live in `proposals` (propose, execute) and in
-`search.investigation` (the spaces, attribution, comparison). Verbalized sampling: the scientist states a
+Each line of `arts_round` is one step; the steps live in `proposals` (propose, execute), in
+`search.investigation` (follow-ups and probes in `pursue`; the spaces, attribution, comparison) and in
+`search.learning` (test-time training: reward, update, the adapter in force). Verbalized sampling: the scientist states a
 probability for each of K candidates and an external sampler draws N of the admissible ones by them
 (weights shared per region, cited open evidence favoured), from the tail past `scientist.tail_depth`.
 """
@@ -11,19 +13,12 @@ from __future__ import annotations
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import followups, hypotheses, observations, probes, space
+from arts.search.investigation import hypotheses, observations, pursue
 from arts.search.investigation.attribution import Decision
 from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
-from arts.search.methods.proposals import (
-    Proposed,
-    analysis_at_once,
-    probe_budget,
-    propose,
-    run_group,
-    run_probe,
-)
+from arts.search.methods.proposals import Proposed, propose, run_group
 from arts.search.state import Node
 
 
@@ -33,21 +28,27 @@ def arts_round(run: Run) -> None:
     run.phase("plan")
     plan_once(ledger, analyst, run.task.statement, run.seeds.plan())
     before = hypotheses.novelty(ledger)
-    followed = follow_ups(run)
+    followed = pursue.follow_ups(run)  # the repairs, refinements and probes earlier rounds scheduled
     run.phase("propose")
     proposed, ok = propose_admissible(run)
     if not any(ok) and not followed:
         return
-    picks = pick(run, proposed, ok) if any(ok) else []
+    picks = pick(run, proposed, ok) if any(ok) else []  # draw N by the stated probabilities
     ahead = attribution_ahead(run, followed)
-    nodes = followed + run_group(run, proposed, picks, register=True, ahead=ahead)
-    decisions, flawed = analyse(run, nodes, ahead)
+    rollouts, nodes = run_group(run, proposed, picks, register=True, ahead=ahead)  # execute
+    nodes = followed + nodes
+    decisions, flawed = analyse(run, nodes, ahead)  # attribute failures and compare to predictions
     tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
     exploit = hypotheses.Exploit(
         ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
         follow_ups=cfg.attribution.follow_ups > 0,
     )  # fmt: skip
-    exploit(tested, flawed, decisions)
+    exploit(tested, flawed, decisions)  # keep, refine or set aside each tested hypothesis
+    if (learning := run.learning) is not None:  # test-time training
+        run.phase("update")
+        learning.sampled(rollouts)  # the drawn actions' log-probs under the adapter that sampled them
+        learning.reward(run.round)  # each finished group against the scores before it
+        learning.update(run.round)  # every M rounds, GRPO on the groups since; later rounds sample from it
     if cfg.space.stop_when_stale and nodes and hypotheses.novelty(ledger) == before:
         run.meter.halt("the round added no new hypothesis, observation or direction")
 
@@ -66,7 +67,7 @@ def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:
 def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[dict[int, Decision], set[int]]:
     """Attribution and comparison of the round's nodes: (decisions, hypotheses called flawed). Neither
     reads the other's answer, so their calls (and the judge beside the causes) are asked at once
-    (`analysis_at_once`); which nodes each covers is settled first (a stall's plateau for both), and the
+    (`search.batching`); which nodes each covers is settled first (a stall's plateau for both), and the
     attributions `ahead` made while the experiments ran are not asked again."""
     cfg, ledger, analyst, seed = run.cfg, run.ledger, run.agents.analyst, run.seeds.round(run.round)
     if analyst is None:
@@ -77,7 +78,7 @@ def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[di
     on, compare = cfg.components.observations, cfg.components.comparison and bool(tested)
     steps = (["attribute"] if work is not None else []) + (["compare"] if compare else [])
     run.phase(" + ".join(steps) or "analyse")
-    with analysis_at_once(run) as together:
+    with run.agents.batching.together(run.agents.scientist_backend) as together:
         jobs = []
         if work is not None:
             attribution = cfg.attribution
@@ -87,96 +88,15 @@ def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[di
         if compare:
             jobs.append(lambda: observations.compare(ledger, analyst, tested, run.round, seed, on))
         results = together(jobs)
+    if batches := run.agents.batching.batches:
+        run.ledger.event("overlap", round=run.round, step="analysis", batches=batches)
     decisions = results.pop(0) if work is not None else {}
     flawed = results.pop(0) if compare else set()
     if decisions:
         run.log(routes_line(run.round, decisions))
     if compare and on and cfg.attribution.follow_ups:
-        schedule_probes(run)
+        pursue.schedule_probes(run)
     return decisions, flawed
-
-
-def follow_ups(run: Run) -> list[Node]:
-    """The experiments earlier decisions scheduled (`investigation.followups`), before any proposal."""
-    nodes = []
-    for _ in range(run.cfg.attribution.follow_ups):
-        if run.stop_reason(within_round=True) or (item := followups.take(run.ledger)) is None:
-            break
-        item = followups.as_run(item, run.state, run.ledger)
-        run.phase(f"follow up: {item.step} of node {item.node}")
-        if item.step == "probe":
-            probed = run_probe(run, item.text)
-            run.ledger.event(
-                "follow_up", **item.model_dump(), ran=run.round, result=probed[0].id if probed else None
-            )
-            nodes += probed
-            continue
-        node = remeasure(run, item) if item.step == "remeasure" else follow(run, item)
-        run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=node.id if node else None)
-        if node is not None:
-            run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {node.id}")
-            nodes.append(node)
-    return [n for n in nodes if n.follows is not None or n.axis == "probe"]  # a remeasurement is none
-
-
-def schedule_probes(run: Run) -> None:
-    """A comparison's predictions that name a constant of the best program become probes of it."""
-    best = run.state.best()
-    if not probe_budget(run):
-        return
-    comparisons = run.ledger.events("comparison")
-    result = comparisons[-1].payload.get("result") if comparisons else None
-    if best is None or not result or comparisons[-1].payload.get("round") != run.round:
-        return
-    waiting = {f.text for f in followups.pending(run.state) if f.step == "probe"}
-    for prediction in result.get("predictions", []):
-        name = probes.named_constant(prediction, best)
-        if name is None or name in waiting or probes.probed(run.state, name, best):
-            continue
-        waiting.add(name)
-        item = followups.FollowUp(
-            step="probe", decision="prediction", node=best.id, parent=best.id, text=name,
-            instructions=prediction[:200], round=run.round,
-        )  # fmt: skip
-        followups.schedule(run.ledger, item)
-
-
-def follow(run: Run, item: followups.FollowUp) -> Node | None:
-    """A repair or a refinement: the hypothesis again from `item.parent`, with the fix as instructions."""
-    state = run.state
-    parent, h = state.nodes.get(item.parent), state.hypotheses.get(item.hypothesis)
-    if parent is None or h is None or h.archived:
-        return None
-    if (moved := space.work(h, run.round)) is not None:  # a refinement's child enters the working set
-        h = run.ledger.update(moved)
-    node = run.lab.expand(parent, item.text, item.axis, instructions=item.instructions, follows=item.node)
-    found = run.lab.findings.pop(node.id, None)
-    observations.after_node(
-        run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
-    )
-    return node
-
-
-def remeasure(run: Run, item: followups.FollowUp) -> Node | None:
-    """A doubted measurement checked by repeating it: disagreeing, the node keeps the worse score."""
-    node = run.state.nodes.get(item.node)
-    if node is None or node.status != "valid" or node.score is None or node.raw_score is None:
-        return None
-    res = run.lab.remeasure(node)
-    first = node.raw_score
-    stable = res.valid and res.score is not None and followups.agree(res.score, first)
-    if not res.valid:
-        node.status = "invalid"
-        node.reason = f"measurement not reproduced: evaluated again, it failed ({res.reason[:120]})"
-    elif not stable and run.task.normalise(res.score) < node.score:
-        node.raw_score, node.score = res.score, run.task.normalise(res.score)
-    if not stable:
-        node.reason = (
-            node.reason or f"measurement unstable: {first:.6g}, then {res.score:.6g}; the worse kept"
-        )
-        run.ledger.update(node)
-    run.ledger.event("remeasure", round=run.round, node=node.id, first=first, second=res.score, stable=stable)
-    return node
 
 
 def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:

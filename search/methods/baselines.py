@@ -17,7 +17,7 @@ from arts.search.context import Run
 from arts.search.lab import Edit
 from arts.search.methods.base import method
 from arts.search.methods.proposals import evals_left, propose, run_group
-from arts.search.overlap import Overlap, default_workers
+from arts.search.overlap import default_workers
 from arts.search.state import Node
 
 
@@ -74,7 +74,7 @@ def random_round(run: Run) -> None:
 def mutate_round(run: Run) -> None:
     """Random edits from the best node (`mutate_from_best`) or a random valid one; no model is called.
     With more than one worker (`SearchConfig.workers`, default the cores available) the round's `group`
-    edits are drawn first and evaluated at once, as arts's experiments are (`search.overlap`): on an
+    edits are drawn first and evaluated at once, as arts's experiments are (`search.batching`): on an
     evaluation-bound task the pool, not the draws, sets the pace. With one, each edit is drawn after the
     previous one's result, from the best node as it then stands."""
     cfg = run.cfg.baselines
@@ -100,12 +100,8 @@ def mutate_round(run: Run) -> None:
         waiting = [
             (run.lab.begin(parent, "random mutation", "mutation"), parent, edit) for parent, edit in drawn
         ]
-        overlap = Overlap(None, workers)
-        run.lab.overlap = overlap
-        try:
-            overlap.run([lambda w=w: run.lab.finish(w[0], w[1], edit=w[2]) for w in waiting])
-        finally:
-            run.lab.overlap = None
+        with run.agents.batching.together(None, workers) as together:
+            together([lambda w=w: run.lab.finish(w[0], w[1], edit=w[2]) for w in waiting])
 
 
 Drawn = tuple[BaseModel, dict[str, str]] | None

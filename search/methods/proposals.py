@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
@@ -22,10 +19,11 @@ from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.failures import Ahead
 from arts.search.investigation.plan import plan_axes, plan_lines
+from arts.search.investigation.pursue import probe_budget, run_probe
 from arts.search.investigation.reports import report
 from arts.search.investigation.spacemap import render_space
 from arts.search.methods import targets as targeting
-from arts.search.overlap import Overlap, OverlapBackend, default_workers
+from arts.search.overlap import default_workers
 from arts.search.render import render_state, shown_memory
 from arts.search.state import Node, Rollout
 
@@ -149,23 +147,20 @@ def refinable(run: Run) -> dict[int, str]:
     return shown
 
 
-def probe_budget(run: Run) -> bool:
-    """Whether one more probe (up to 2 evaluations) fits in `space.probe_share` of the budget."""
-    spent = sum(n.axis == "probe" and n.status in ("valid", "invalid") for n in run.state.nodes.values())
-    return spent + 2 <= run.cfg.space.probe_share * run.cfg.budget.evals
-
-
 def run_group(
     run: Run,
     proposed: Proposed,
     picks: list[tuple[int, float, bool]],
     register: bool,
     ahead: Ahead | None = None,
-) -> list[Node]:
-    """Execute the drawn candidates; each becomes a rollout and a node, and (with `register`) a working
-    hypothesis with the evidence its node produced. With more than one worker (`SearchConfig.workers`)
-    the experiments run at once (`search.overlap`), as many as evaluations are left, and `ahead` starts
-    the round's attribution as soon as its nodes are settled; a probe runs first, on its own."""
+) -> tuple[list[Rollout], list[Node]]:
+    """Execute the drawn candidates: (the rollouts, one per drawn action, and the nodes they made). Each
+    action becomes a rollout and a node, and (with `register`) a working hypothesis with the evidence its
+    node produced; a probe's action becomes its variants' nodes (`investigation.pursue.run_probe`). With
+    more than one worker (`SearchConfig.workers`) the experiments run at once (`search.batching`), as
+    many as evaluations are left, and `ahead` starts the round's attribution as soon as its nodes are
+    settled; a probe runs first, on its own."""
+    rollouts: list[Rollout] = []
     nodes: list[Node] = []
     cands, prop = proposed.candidates, proposed.proposal
     workers = run_workers(run)
@@ -191,8 +186,7 @@ def run_group(
                 span=list(prop.spans[idx]) if prop.spans else [],
             )
         )
-        if run.learning is not None:
-            rollout = run.learning.on_rollout(rollout)
+        rollouts.append(rollout)
         if probe is not None:  # an observation sought: measured, not registered as a hypothesis
             probed = run_probe(run, probe)
             if probed:
@@ -210,24 +204,33 @@ def run_group(
         node = run.lab.expand(parent, c.hypothesis, c.axis, rollout, instructions=note)
         nodes.append(after(run, node, h))
     if waiting:
-        run.phase(f"execute {len(waiting)} at once")
-        same = [
-            (directed_target(w[0].hypothesis) or w[0].hypothesis, w[1].id) for w in waiting
-        ]  # one move, one parent
-        shares = [(same[:i].count(key), same.count(key)) for i, key in enumerate(same)]
-        if ahead is not None:
-            ahead.expect(nodes + [w[0] for w in waiting])
+        nodes += run_at_once(run, waiting, workers, nodes, ahead)
+    return rollouts, nodes
+
+
+def run_at_once(
+    run: Run, waiting: list[tuple[Node, Node, Rollout, object]], workers: int, settled: list[Node], ahead
+) -> list[Node]:
+    """The begun experiments finished at once: executor calls batched, evaluations on `workers` workers;
+    `ahead` attributes each node as it commits (its calls join the batch)."""
+    run.phase(f"execute {len(waiting)} at once")
+    same = [(directed_target(w[0].hypothesis) or w[0].hypothesis, w[1].id) for w in waiting]  # move, parent
+    shares = [(same[:i].count(key), same.count(key)) for i, key in enumerate(same)]
+    if ahead is not None:
+        ahead.expect(settled + [w[0] for w in waiting])
+    batching = run.agents.batching
+    with batching.together(run.agents.executor_backend, workers) as together:
 
         def job(w, s) -> Node:
             node = run.lab.finish(w[0], w[1], w[2], share=s)
             if ahead is not None:
-                ahead.commit(run.lab.overlap.run)
+                ahead.commit(together)
             return node
 
-        jobs = [lambda w=w, s=s: job(w, s) for w, s in zip(waiting, shares)]
-        done = at_once(run, workers, jobs, run.agents.analyst if ahead is not None else None)
-        nodes += [after(run, node, w[3]) for node, w in zip(done, waiting, strict=True)]
-    return nodes
+        done = together([lambda w=w, s=s: job(w, s) for w, s in zip(waiting, shares)])
+    if batching.batches:
+        run.ledger.event("overlap", round=run.round, workers=workers, batches=batching.batches)
+    return [after(run, node, w[3]) for node, w in zip(done, waiting, strict=True)]
 
 
 def after(run: Run, node: Node, h) -> Node:
@@ -258,71 +261,3 @@ def run_workers(run: Run) -> int:
 
 def evals_left(run: Run) -> int:
     return max(run.meter.budget.evals - run.meter.evals, 0)
-
-
-def at_once(run: Run, workers: int, jobs: list, analyst: Any = None) -> list[Node]:
-    """The jobs run at once through an `Overlap` on the executor's backend, the lab's evaluations on
-    `workers` workers; `analyst` (on the same backend) asks through it too."""
-    executor = run.agents.executor
-    overlap = Overlap(executor.backend, workers)
-    executor.backend, run.lab.overlap = OverlapBackend(overlap), overlap
-    if analyst is not None:
-        analyst.backend = executor.backend
-    try:
-        return overlap.run(jobs)
-    finally:
-        executor.backend, run.lab.overlap = overlap.backend, None
-        if analyst is not None:
-            analyst.backend = overlap.backend
-        if overlap.batches:
-            run.ledger.event("overlap", round=run.round, workers=workers, batches=overlap.batches)
-
-
-@contextmanager
-def calls_at_once(run: Run, agent: Any, step: str) -> Iterator[Callable[[list], list]]:
-    """Runs independent calls of `agent` (the analyst, the scientist) at once: an `Overlap` on its
-    backend (its calls decode as one batch, or go to a server together), yielded as its `run`."""
-    overlap = Overlap(agent.backend, 1)
-    agent.backend = OverlapBackend(overlap)
-    try:
-        yield overlap.run
-    finally:
-        agent.backend = overlap.backend
-        if overlap.batches:
-            run.ledger.event("overlap", round=run.round, step=step, batches=overlap.batches)
-
-
-def analysis_at_once(run: Run) -> Any:
-    """The analyst's independent calls of a round (attribution, comparison) at once."""
-    return calls_at_once(run, run.agents.analyst, "analysis")
-
-
-def run_probe(run: Run, name: str) -> list[Node]:
-    """Measure how the score responds to constant `name` of the best program (`investigation.probes`):
-    the variants the run has not measured yet become nodes; the observation is the harness's."""
-    best = run.state.best()
-    if best is None:
-        return []
-    measured, nodes = {}, []
-    for side, value in probes.variants(best, name):
-        files = probes.program(best, name, value)
-        if files is None:
-            continue
-        seen = run.lab.known_node(files)
-        raw = seen.raw_score if seen is not None and seen.status in ("valid", "seed") else None
-        if seen is None:
-            if run.stop_reason(within_round=True):
-                break
-            action = {"name": name, "op": "set_constant", "value": value}
-
-            def edit(node: Node, workdir, files=files, action=action) -> Node:
-                node.files, node.transcript = files, [{"action": action, "applied": True}]
-                return run.lab.score(node, run.lab.evaluate(files, workdir))
-
-            node = run.lab.expand(best, f"probe {name}: {value}", "probe", edit=edit)
-            nodes.append(node)
-            raw = node.raw_score if node.status == "valid" else None
-        measured[side] = (value, raw)
-    probes.record(run.ledger, best, name, measured, run.metric, run.round)
-    run.log(f"round {run.round}: probe of {name} on node {best.id}: {len(nodes)} evaluation(s)")
-    return nodes

@@ -1,0 +1,139 @@
+"""Experiments the investigation asks for, run before a round's proposals or beside them.
+
+- `follow_ups`: the repairs, refinements and remeasurements earlier decisions scheduled
+  (`followups`), and the probes a comparison's predictions named (`schedule_probes`);
+- `follow`: a repair or refinement, the hypothesis again from a parent with the fix as instructions;
+- `remeasure`: a doubted measurement repeated (disagreeing, the worse score is kept);
+- `run_probe`: the score's response to one constant of the best program (`probes`), the harness's own
+  observation, within `space.probe_share` of the budget (`probe_budget`).
+Each experiment goes through the lab; what it showed is written through the ledger.
+"""
+
+from __future__ import annotations
+
+from arts.search.context import Run
+from arts.search.investigation import followups, observations, probes, space
+from arts.search.state import Node
+
+PROBE_EVALS = 2
+"""Evaluations one probe may spend: its constant's low and high variant (`probes.variants`)."""
+
+
+def follow_ups(run: Run) -> list[Node]:
+    """The experiments earlier decisions scheduled (`investigation.followups`), before any proposal."""
+    nodes = []
+    for _ in range(run.cfg.attribution.follow_ups):
+        if run.stop_reason(within_round=True) or (item := followups.take(run.ledger)) is None:
+            break
+        item = followups.as_run(item, run.state, run.ledger)
+        run.phase(f"follow up: {item.step} of node {item.node}")
+        if item.step == "probe":
+            probed = run_probe(run, item.text)
+            run.ledger.event(
+                "follow_up", **item.model_dump(), ran=run.round, result=probed[0].id if probed else None
+            )
+            nodes += probed
+            continue
+        node = remeasure(run, item) if item.step == "remeasure" else follow(run, item)
+        run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=node.id if node else None)
+        if node is not None:
+            run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {node.id}")
+            nodes.append(node)
+    return [n for n in nodes if n.follows is not None or n.axis == "probe"]  # a remeasurement is none
+
+
+def schedule_probes(run: Run) -> None:
+    """A comparison's predictions that name a constant of the best program become probes of it."""
+    best = run.state.best()
+    if not probe_budget(run):
+        return
+    comparisons = run.ledger.events("comparison")
+    result = comparisons[-1].payload.get("result") if comparisons else None
+    if best is None or not result or comparisons[-1].payload.get("round") != run.round:
+        return
+    waiting = {f.text for f in followups.pending(run.state) if f.step == "probe"}
+    for prediction in result.get("predictions", []):
+        name = probes.named_constant(prediction, best)
+        if name is None or name in waiting or probes.probed(run.state, name, best):
+            continue
+        waiting.add(name)
+        item = followups.FollowUp(
+            step="probe", decision="prediction", node=best.id, parent=best.id, text=name,
+            instructions=prediction[:200], round=run.round,
+        )  # fmt: skip
+        followups.schedule(run.ledger, item)
+
+
+def follow(run: Run, item: followups.FollowUp) -> Node | None:
+    """A repair or a refinement: the hypothesis again from `item.parent`, with the fix as instructions."""
+    state = run.state
+    parent, h = state.nodes.get(item.parent), state.hypotheses.get(item.hypothesis)
+    if parent is None or h is None or h.archived:
+        return None
+    if (moved := space.work(h, run.round)) is not None:  # a refinement's child enters the working set
+        h = run.ledger.update(moved)
+    node = run.lab.expand(parent, item.text, item.axis, instructions=item.instructions, follows=item.node)
+    found = run.lab.findings.pop(node.id, None)
+    observations.after_node(
+        run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
+    )
+    return node
+
+
+def remeasure(run: Run, item: followups.FollowUp) -> Node | None:
+    """A doubted measurement checked by repeating it: disagreeing, the node keeps the worse score."""
+    node = run.state.nodes.get(item.node)
+    if node is None or node.status != "valid" or node.score is None or node.raw_score is None:
+        return None
+    res = run.lab.remeasure(node)
+    first = node.raw_score
+    stable = res.valid and res.score is not None and followups.agree(res.score, first)
+    if not res.valid:
+        node.status = "invalid"
+        node.reason = f"measurement not reproduced: evaluated again, it failed ({res.reason[:120]})"
+    elif not stable and run.task.normalise(res.score) < node.score:
+        node.raw_score, node.score = res.score, run.task.normalise(res.score)
+    if not stable:
+        node.reason = (
+            node.reason or f"measurement unstable: {first:.6g}, then {res.score:.6g}; the worse kept"
+        )
+        run.ledger.update(node)
+    run.ledger.event("remeasure", round=run.round, node=node.id, first=first, second=res.score, stable=stable)
+    return node
+
+
+def probe_budget(run: Run) -> bool:
+    """Whether one more probe (up to `PROBE_EVALS` evaluations) fits in `space.probe_share` of the budget."""
+    spent = sum(n.axis == "probe" and n.status in ("valid", "invalid") for n in run.state.nodes.values())
+    return spent + PROBE_EVALS <= run.cfg.space.probe_share * run.cfg.budget.evals
+
+
+def run_probe(run: Run, name: str) -> list[Node]:
+    """Measure how the score responds to constant `name` of the best program (`investigation.probes`):
+    the variants the run has not measured yet become nodes; the observation is the harness's."""
+    best = run.state.best()
+    if best is None:
+        return []
+    measured, nodes = {}, []
+    for side, value in probes.variants(best, name):
+        files = probes.program(best, name, value)
+        if files is None:
+            continue
+        seen = run.lab.known_node(files)
+        raw = seen.raw_score if seen is not None and seen.status in ("valid", "seed") else None
+        if seen is None:
+            if run.stop_reason(within_round=True):
+                break
+            action = {"name": name, "op": "set_constant", "value": value}
+
+            def edit(node: Node, workdir, files=files, action=action) -> Node:
+                node.files, node.transcript = files, [{"action": action, "applied": True}]
+                return run.lab.score(node, run.lab.evaluate(files, workdir))
+
+            node = run.lab.expand(best, f"probe {name}: {value}", "probe", edit=edit)
+            nodes.append(node)
+            raw = node.raw_score if node.status == "valid" else None
+        measured[side] = (value, raw)
+    probes.record(run.ledger, best, name, measured, run.metric, run.round)
+    run.log(f"round {run.round}: probe of {name} on node {best.id}: {len(nodes)} evaluation(s)")
+    return nodes
