@@ -110,7 +110,7 @@ def propose(
         moves = {n: (*v, "probe") if n in probeable else v for n, v in moves.items()}
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
-    k = cfg.ttt.parents if cfg.ttt.enabled else cfg.scientist.parents
+    k = cfg.scientist.parents
     allowed = parents or targeting.parent_ids(run.state, shown, k, optimize)
     extra = inspect_nodes(run, state) if investigate and cfg.scientist.inspect and attempt == 0 else ""
     depth = max((run.state.nodes[i].depth for i in allowed), default=0)
