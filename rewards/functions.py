@@ -8,12 +8,13 @@ which compares with the parent, not the history). They are pure: no state, no I/
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from arts.rewards.base import RewardConfig, register
+from arts.rewards.base import RewardConfig, RewardFn, register
 
 
 def _valid(score: float | None) -> bool:
@@ -24,82 +25,55 @@ def _clean(history: Sequence[float]) -> np.ndarray:
     return np.array([h for h in history if _valid(h)], dtype=float)
 
 
-@register("percentile")
-def percentile(
-    score: float | None,
-    history: Sequence[float],
-    *,
-    parent_score: float | None = None,
-    config: RewardConfig,
-) -> float:
+def _against_history(name: str) -> Callable[[Callable[[float, np.ndarray, RewardConfig], float]], RewardFn]:
+    """Register a reward that judges a valid score against a non-empty cleaned history, under the shared
+    rules (the module docstring): the wrapped function sees only that case."""
+
+    def deco(judge: Callable[[float, np.ndarray, RewardConfig], float]) -> RewardFn:
+        @functools.wraps(judge)
+        def fn(score, history, *, parent_score=None, config: RewardConfig) -> float:
+            if not _valid(score):
+                return config.invalid
+            hist = _clean(history)
+            return config.empty_history if hist.size == 0 else judge(score, hist, config)
+
+        return register(name)(fn)
+
+    return deco
+
+
+@_against_history("percentile")
+def percentile(score: float, hist: np.ndarray, config: RewardConfig) -> float:
     """1.0 when the score reaches the q-th quantile of the history, else 0.0.
 
     The threshold is `np.percentile(history, 100 q, method="linear")` (numpy's default: interpolate
     between the two nearest order statistics); a score equal to it reaches it. As the search improves
     the threshold rises, so a score rewarded early is unrewarded later and rewards do not saturate.
     """
-    if not _valid(score):
-        return config.invalid
-    hist = _clean(history)
-    if hist.size == 0:
-        return config.empty_history
     threshold = float(np.percentile(hist, 100.0 * config.q, method="linear"))
     return 1.0 if score >= threshold else 0.0
 
 
-@register("best_only")
-def best_only(
-    score: float | None,
-    history: Sequence[float],
-    *,
-    parent_score: float | None = None,
-    config: RewardConfig,
-) -> float:
+@_against_history("best_only")
+def best_only(score: float, hist: np.ndarray, config: RewardConfig) -> float:
     """1.0 only for a new best: strictly above every score in the history (a tie is not new)."""
-    if not _valid(score):
-        return config.invalid
-    hist = _clean(history)
-    if hist.size == 0:
-        return config.empty_history
     return 1.0 if score > hist.max() else 0.0
 
 
-@register("raw")
-def raw(
-    score: float | None,
-    history: Sequence[float],
-    *,
-    parent_score: float | None = None,
-    config: RewardConfig,
-) -> float:
+@_against_history("raw")
+def raw(score: float, hist: np.ndarray, config: RewardConfig) -> float:
     """The score min-max normalised over the history plus this score, in [0, 1].
 
     A new best gets 1.0 and a new worst 0.0. When the score equals every history score (zero range) it
     ties the best, so it gets 1.0, as `percentile` rewards a tie at its threshold.
     """
-    if not _valid(score):
-        return config.invalid
-    hist = _clean(history)
-    if hist.size == 0:
-        return config.empty_history
     lo, hi = min(hist.min(), score), max(hist.max(), score)
     return 1.0 if hi == lo else float((score - lo) / (hi - lo))
 
 
-@register("rank")
-def rank(
-    score: float | None,
-    history: Sequence[float],
-    *,
-    parent_score: float | None = None,
-    config: RewardConfig,
-) -> float:
+@_against_history("rank")
+def rank(score: float, hist: np.ndarray, config: RewardConfig) -> float:
     """The fraction of the history strictly below the score, in [0, 1] (ties do not count)."""
-    if not _valid(score):
-        return config.invalid
-    hist = _clean(history)
-    if hist.size == 0:
-        return config.empty_history
     return float(np.mean(hist < score))
 
 
