@@ -19,10 +19,17 @@ from __future__ import annotations
 import bisect
 import math
 import re
+import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 from arts.search.state import SearchState
 
@@ -164,107 +171,12 @@ def sanitize(text: str, values: Iterable[float], rel_tol: float = 0.01) -> Sanit
 
 
 _S = r"[\s_-]*"  # a separator between the words of a name: space, hyphen, underscore, or none
-_VOCABULARY: tuple[tuple[str, str, str], ...] = (
-    # (canonical name, aliases in prose, signatures in code); prose is matched case-insensitively as whole
-    # words (a plural allowed, digits may follow: 'resnet50', 'cifar10'), code case-insensitively anywhere.
-    ("scikit-learn", rf"scikit{_S}learn|sklearn", r"sklearn"),
-    ("xgboost", r"xgboost|xgb", r"xgboost|xgb"),
-    ("lightgbm", rf"light{_S}gbm|lgbm", r"lightgbm|lgbm"),
-    ("catboost", r"catboost", r"catboost"),
-    ("pytorch", r"pytorch|torch", r"\btorch\b"),
-    ("tensorflow", r"tensorflow|keras", r"tensorflow|keras"),
-    ("jax", r"jax|flax", r"\bjax\b|\bflax\b"),
-    ("numpy", r"numpy", r"numpy"),
-    ("scipy", r"scipy", r"scipy"),
-    ("pandas", r"pandas", r"pandas"),
-    ("numba", r"numba", r"numba"),
-    ("optuna", r"optuna", r"optuna"),
-    ("random forest", rf"random{_S}forest", r"RandomForest"),
-    (
-        "gradient boosting",
-        rf"gradient{_S}boost(?:ing|ed)?(?:{_S}trees?)?|gbdt|gbm",
-        r"GradientBoosting|xgboost|xgb|lightgbm|lgbm|catboost",
-    ),
-    ("decision tree", rf"decision{_S}tree", r"DecisionTree"),
-    (
-        "support vector machine",
-        rf"svm|svc|svr|support{_S}vector(?:{_S}machine)?",
-        r"\bSV[CR]\b|SVC\(|SVR\(|svm",
-    ),
-    (
-        "k-nearest neighbours",
-        rf"k{_S}nn|k{_S}nearest{_S}neighbou?r|nearest{_S}neighbou?r",
-        r"KNeighbors|NearestNeighbors|knn|KDTree",
-    ),
-    ("naive bayes", rf"naive{_S}bayes", r"naive_bayes|GaussianNB|MultinomialNB|BernoulliNB"),
-    ("k-means", rf"k{_S}means", r"KMeans|k_means"),
-    (
-        "linear regression",
-        rf"linear{_S}regression|least{_S}squares|ols",
-        r"LinearRegression|lstsq|linalg\.solve|pinv|Ridge|Lasso",
-    ),
-    ("ridge regression", rf"ridge(?:{_S}regression)?", r"ridge|linalg\.solve"),
-    ("logistic regression", rf"logistic{_S}regression", r"LogisticRegression|logistic"),
-    ("PCA", rf"pca|principal{_S}components?(?:{_S}analysis)?", r"PCA|svd"),
-    (
-        "MLP",
-        rf"mlp|multi{_S}layer{_S}perceptron|feed{_S}forward{_S}(?:neural{_S})?network",
-        r"MLP|nn\.Linear|Dense\(",
-    ),
-    ("CNN", rf"cnn|conv{_S}net|convolutional(?:{_S}neural)?{_S}(?:network|layer)", r"Conv[123]d|Convolution"),
-    ("LSTM", rf"lstm|long{_S}short{_S}term{_S}memory", r"LSTM"),
-    ("GRU", rf"gru|gated{_S}recurrent{_S}unit", r"\bGRU"),
-    ("RNN", rf"rnn|recurrent{_S}neural{_S}network", r"RNN|LSTM|\bGRU"),
-    (
-        "transformer",
-        rf"transformer|self{_S}attention|multi{_S}head(?:ed)?{_S}attention|attention{_S}(?:layer|head|block|mechanism)",
-        r"Transformer|MultiheadAttention|scaled_dot_product_attention|attn|attention",
-    ),
-    (
-        "ResNet",
-        rf"resnet|residual{_S}(?:network|connection|block)",
-        r"resnet|residual|\bx\s*=\s*x\s*\+|\bx\s*\+=",
-    ),
-    ("BERT", r"bert|roberta|distilbert", r"bert"),
-    ("GPT", r"gpt", r"gpt"),
-    ("Adam", r"adamw?", r"adam"),
-    ("SGD", rf"sgd|stochastic{_S}gradient{_S}descent", r"sgd"),
-    ("dropout", r"dropout", r"dropout"),
-    ("batch normalization", rf"batch{_S}norm(?:ali[sz]ation)?", r"BatchNorm|batch_norm"),
-    (
-        "layer normalization",
-        rf"layer{_S}norm(?:ali[sz]ation)?|rms{_S}norm",
-        r"LayerNorm|layer_norm|RMSNorm|rms_norm",
-    ),
-    ("MNIST", r"mnist", r"mnist"),
-    ("CIFAR", r"cifar", r"cifar"),
-    ("ImageNet", r"imagenet", r"imagenet"),
-    ("simulated annealing", rf"simulated{_S}annealing", r"anneal|temperature|cooling"),
-    (
-        "genetic algorithm",
-        rf"genetic{_S}algorithm|evolutionary{_S}(?:algorithm|search|strategy)",
-        r"mutat|crossover|population|genetic",
-    ),
-    ("particle swarm", rf"particle{_S}swarm(?:{_S}optimi[sz]ation)?|pso", r"swarm|particle|pso"),
-    ("CMA-ES", rf"cma{_S}es", r"cma"),
-    (
-        "Bayesian optimization",
-        rf"bayesian{_S}optimi[sz]ation",
-        r"optuna|skopt|gp_minimize|BayesianOptimization|GaussianProcess",
-    ),
-    ("L-BFGS", rf"l{_S}bfgs(?:{_S}b)?|bfgs", r"bfgs"),
-    ("Nelder-Mead", rf"nelder{_S}mead", r"nelder"),
-    (
-        "linear programming",
-        rf"linear{_S}programming|integer{_S}programming|milp",
-        r"linprog|milp|pulp|ortools|cvxpy",
-    ),
-    ("hill climbing", rf"hill{_S}climb(?:ing|er)?|local{_S}search", r"climb|local_search|neighbo"),
-    ("tabu search", rf"tabu{_S}search", r"tabu"),
-    ("dynamic programming", rf"dynamic{_S}programming", r"\bdp\b|dp\[|memo|lru_cache|\bcache\b"),
-    ("beam search", rf"beam{_S}search", r"beam"),
-    ("Monte Carlo tree search", rf"mcts|monte{_S}carlo{_S}tree{_S}search", r"mcts|uct"),
+_VOCABULARY: tuple[tuple[str, str, str], ...] = tuple(
+    (c["name"], c["prose"].replace("~", _S), c["code"])
+    for c in tomllib.loads((Path(__file__).with_name("vocabulary.toml")).read_text())["concept"]
 )
+"""(canonical name, aliases in prose, signatures in code), from `vocabulary.toml`, which says how each is
+matched."""
 _PROSE = [
     (name, re.compile(rf"(?<![a-z0-9])(?:{aliases})(?:e?s)?(?![a-z])", re.IGNORECASE))
     for name, aliases, _ in _VOCABULARY
