@@ -38,6 +38,10 @@ class ScientistConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     audits: int = Field(2, ge=0)
     """The first R calls are baseline audits (no expansion)."""
+    audit_statement_chars: int = Field(1200, ge=100)
+    """An audit's prompt shows the task statement up to this many characters (the small model's context)."""
+    audit_material_chars: int = Field(1500, ge=100)
+    """An audit's prompt shows each file it reads (material, evaluator or seed program) up to this many."""
     candidates: int = Field(4, ge=1, le=10)
     """K: candidates of every proposal (verbalized sampling). One K for every round: a proposal asked
     with another K would need another scientist, which must then carry the adapter in force."""

@@ -12,5 +12,5 @@ RUN_DIR="${2:-runs/${TASK}-ttt-$(date +%Y%m%d-%H%M%S)}"
 
 .venv/bin/arts search "$TASK" --ttt --group 4 -k 5 --update-every 1 --lora-rank 8 --lr 2e-4 \
     --evals 40 --run-dir "$RUN_DIR" ${ARTS_FLAGS:-}
-.venv/bin/arts export "$RUN_DIR" --out "$RUN_DIR/export-best" --adapter best \
-    || .venv/bin/arts export "$RUN_DIR" --out "$RUN_DIR/export-latest" --adapter latest
+.venv/bin/arts export "$RUN_DIR" --out "$RUN_DIR/export-best" --checkpoint best \
+    || .venv/bin/arts export "$RUN_DIR" --out "$RUN_DIR/export-latest" --checkpoint latest

@@ -67,11 +67,11 @@ def audit_one(run: Run, i: int) -> None:
 
 def audit_context(run: Run, i: int) -> str:
     """Audit i reads the statement with the evaluator (even i) or with the seed program (odd i)."""
-    task = run.task
-    statement = task.statement[:1200]
+    task, chars = run.task, run.cfg.scientist.audit_material_chars
+    statement = task.statement[: run.cfg.scientist.audit_statement_chars]
     if i % 2 == 0:
-        material = task.read_material(max_chars=1500)
+        material = task.read_material(max_chars=chars)
         text = "\n".join(f"### {name}\n{body}" for name, body in list(material.items())[:2])
         return f"## Task\n{statement}\n\n## Material\n{text}"
-    seed = "\n".join(f"### {k}\n{v[:1500]}" for k, v in task.seed_files().items()) or "(no seed program)"
+    seed = "\n".join(f"### {k}\n{v[:chars]}" for k, v in task.seed_files().items()) or "(no seed program)"
     return f"## Task\n{statement}\n\n## Seed program\n{seed}"

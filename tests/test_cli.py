@@ -101,12 +101,47 @@ def test_a_bad_field_value_names_the_field(monkeypatch, capsys):
 
 
 def test_short_flags_set_real_config_fields():
-    from arts.search.cli.flags import config_fields
-    from arts.search.cli.main import ALIASES
+    from arts.search.cli.flags import EXECUTOR_FOLLOWS, SHORT_FLAGS, config_fields
     from arts.search.config import SearchConfig
 
     leaves = {path for path, _, sub in config_fields(SearchConfig) if sub is None}
-    assert set(ALIASES.values()) <= leaves, set(ALIASES.values()) - leaves
+    paths = (
+        {path for path, _ in SHORT_FLAGS.values()} | set(EXECUTOR_FOLLOWS) | set(EXECUTOR_FOLLOWS.values())
+    )
+    assert paths <= leaves, paths - leaves
+
+
+def test_every_short_flag_reaches_its_field(monkeypatch):
+    from arts.search.cli.flags import SHORT_FLAGS
+
+    seen = capture_runs(monkeypatch)
+    given = {"--method": "greedy", "--model": "m", "--backend": "openai", "--base-url": "http://h/v1",
+             "--dtype": "float32", "--executor-model": "e", "--executor-backend": "vllm",
+             "--executor-base-url": "http://e/v1", "--evals": 11, "--rounds": 12, "--tokens": 1300, "--wall": 9.5,
+             "--group": 4, "-k": 3, "--audits": 1, "--drafts": 3, "--seed": 5, "--profile": "capable",
+             "--adapter": "a/", "--evaluate-on": "ray", "--ray-address": "auto", "--ttt": True,
+             "--update-every": 2, "--lora-rank": 4, "--lr": 1e-3}  # fmt: skip
+    assert set(given) == set(SHORT_FLAGS)
+    argv = [x for flag, v in given.items() for x in ([flag] if v is True else [flag, str(v)])]
+    main(["search", "toy", *argv])
+    dumped = seen[0].model_dump()
+    assert {flag: at(dumped, SHORT_FLAGS[flag][0]) for flag in given} == given
+    assert seen[0].executor_model.dtype == "float32"  # follows --dtype; the others have their own flags
+
+
+def test_the_help_lists_each_short_flag_once():
+    from arts.search.cli.flags import SHORT_FLAGS
+
+    run = subprocess.run(
+        [sys.executable, "-m", "arts.search.cli", "search", "--help"], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr
+    for flag in SHORT_FLAGS:
+        assert (
+            run.stdout.count(f"  {flag} ") + run.stdout.count(f"  {flag}\n") + run.stdout.count(f"  {flag},")
+            >= 1
+        ), flag
+    assert "--executor {" not in run.stdout and "--evaluate-on {local,ray}" in run.stdout
 
 
 def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
@@ -124,7 +159,7 @@ def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
 
 
 def test_every_config_model_reads_its_field_docstrings():
-    from arts.search.cli.main import config_fields
+    from arts.search.cli.flags import config_fields
     from arts.search.config import SearchConfig
 
     models = {SearchConfig} | {sub for _, _, sub in config_fields(SearchConfig) if sub is not None}
@@ -325,8 +360,35 @@ def test_a_run_stored_under_old_keys_resumes_with_their_meaning(tmp_path, capsys
     assert old.count("\n") == text.count("\n") + 2
     (run_dir / "config.toml").write_text(old)
     cfg = read_stored_config(run_dir / "config.toml")
-    assert (cfg.render.memory_entries, cfg.analysis.plan_statement_chars, cfg.scientist.parents) == (4, 900, 2)
+    assert (cfg.render.memory_entries, cfg.analysis.plan_statement_chars, cfg.scientist.parents) == (
+        4,
+        900,
+        2,
+    )
     assert cfg.seed == 0
     (run_dir / "config.toml").write_text(old.replace("enabled = true", "enabled = false"))
-    assert read_stored_config(run_dir / "config.toml").scientist.parents == 1  # ttt.parents acted under TTT only
+    assert (
+        read_stored_config(run_dir / "config.toml").scientist.parents == 1
+    )  # ttt.parents acted under TTT only
     assert main(["search", "--resume", str(run_dir), "-q"]) == 0
+
+
+def test_evaluate_on_is_the_flag_and_executor_names_it(monkeypatch, capsys):
+    seen = capture_runs(monkeypatch)
+    main(["search", "toy", "--evaluate-on", "ray", "--executor.max_tokens", "64"])
+    assert seen[0].evaluate_on == "ray" and seen[0].executor.max_tokens == 64
+    with pytest.raises(SystemExit) as exit:
+        main(["search", "toy", "--executor", "ray"])
+    err = capsys.readouterr().err
+    assert (
+        exit.value.code == 2 and "--executor is now --evaluate-on" in err and "write --evaluate-on ray" in err
+    )
+    assert len(seen) == 1
+
+
+def test_export_names_the_checkpoint_flag_when_given_the_old_one(tmp_path):
+    argv = [sys.executable, "-m", "arts.search.cli", "export", str(tmp_path), "--out", str(tmp_path / "o")]
+    run = subprocess.run([*argv, "--adapter", "best"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "--adapter is now --checkpoint" in run.stderr, run.stderr
+    run = subprocess.run([*argv, "--checkpoint", "best"], capture_output=True, text=True, timeout=60)
+    assert "--checkpoint" not in run.stderr and "unrecognized" not in run.stderr, run.stderr

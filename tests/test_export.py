@@ -115,7 +115,7 @@ def fresh_logits(path: Path, merged: bool, tmp_path: Path) -> torch.Tensor:
 
 def test_exported_adapter_gives_the_same_logits_in_a_fresh_process(run_dir, tiny_backend, tmp_path):
     out = tmp_path / "exported"
-    assert main(["export", str(run_dir), "--out", str(out), "--adapter", "best"]) == 0
+    assert main(["export", str(run_dir), "--out", str(out), "--checkpoint", "best"]) == 0
     assert {p.name for p in out.iterdir()} == {
         "adapter_config.json",
         "adapter_model.safetensors",

@@ -1,5 +1,5 @@
 """Ray when one machine is not enough, against a local Ray the tests start (skipped, saying why, where Ray
-is not installed or cannot start): `arts search --executor ray` evaluates as Ray tasks, a dead worker's
+is not installed or cannot start): `arts search --evaluate-on ray` evaluates as Ray tasks, a dead worker's
 evaluation is recorded as interrupted and not charged, and `arts bench --ray` runs each search as a Ray
 task and resumes from its folder."""
 
@@ -35,7 +35,7 @@ def test_search_evaluates_on_ray_workers(ray_local, tmp_path, monkeypatch):
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
     task, run = make_task(tmp_path / "task"), tmp_path / "run"
     argv = ["search", str(task), "--run-dir", str(run), "--group", "2", "--budget.evals", "4",
-            "--executor", "ray", "--workers", "2"]  # fmt: skip
+            "--evaluate-on", "ray", "--workers", "2"]  # fmt: skip
     assert main(argv) == 0
     with Store.open(run, create=False) as store:
         state = store.load_state()

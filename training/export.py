@@ -37,7 +37,7 @@ PUBLISHED_EMBEDDED = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 class RunInfo(BaseModel):
-    """What the model card and `--adapter best` need to know about the run."""
+    """What the model card and `--checkpoint best` need to know about the run."""
 
     model_config = ConfigDict(extra="forbid")
     task: str = "unknown"
@@ -95,7 +95,7 @@ def resolve_adapter(run_dir: Path, which: str, info: RunInfo) -> int:
         if info.best_adapter is None:
             raise ValueError(
                 f"the best node ({info.best_node}) was not proposed under a TTT adapter (it is the seed, "
-                "or came from a run without --ttt); export --adapter latest or a number instead"
+                "or came from a run without --ttt); export --checkpoint latest or a number instead"
             )
         which = info.best_adapter.rpartition("/")[2]
     if not which.isdigit() or int(which) not in done:

@@ -1,5 +1,6 @@
 """The search config as flags: every leaf field a flag named by its path (`--budget.evals 30`), found by
-walking the pydantic model, and the same walk for `arts config show`.
+walking the pydantic model, the short flags of the common fields (`SHORT_FLAGS`, the one table of them),
+and the same walk for `arts config show`.
 
 Importing this module is cheap; the walk imports the config (hence the model code) only when called, so
 `arts --help` stays fast (`search.cli.main`).
@@ -19,6 +20,71 @@ if TYPE_CHECKING:
 
 FIELD_DEST = "field:"
 """Prefix of the argparse dest of a generated field flag; the rest is the field path."""
+SHORT_DEST = "short:"
+"""Prefix of the argparse dest of a short flag; the rest is the field path it sets."""
+
+SHORT_FLAGS: dict[str, tuple[str, str | None]] = {
+    "--method": ("method", "arts | greedy | random | mutate | module:attr"),
+    "--model": ("scientist_model.model", "scientist (and, unless --executor-model, executor) model; default: embedded"),
+    "--backend": ("scientist_model.backend", "transformers | vllm | openai | module:attr"),
+    "--base-url": ("scientist_model.base_url", "server for the openai backend"),
+    "--dtype": ("scientist_model.dtype", "weights' dtype of the local models (default auto: bfloat16 on a GPU, "
+                "and on a CPU with native bf16 unless --ttt trains the model; else float32)"),
+    "--executor-model": ("executor_model.model", "the executor's model (default: --model)"),
+    "--executor-backend": ("executor_model.backend", "the executor's backend (default: --backend)"),
+    "--executor-base-url": ("executor_model.base_url", "the executor's server (default: --base-url)"),
+    "--evals": ("budget.evals", "evaluation budget"),
+    "--rounds": ("budget.rounds", "round cap"),
+    "--tokens": ("budget.tokens", "token budget"),
+    "--wall": ("budget.wall_s", "wall-clock budget in seconds"),
+    "--group": ("group", "N actions per round (the GRPO group)"),
+    "-k": ("scientist.candidates", "K candidates per proposal"),
+    "--audits": ("scientist.audits", "R baseline audit calls"),
+    "--drafts": ("baselines.drafts", "greedy: initial drafts"),
+    "--seed": ("seed", None),
+    "--profile": ("profile", "defaults for the model's size"),
+    "--adapter": ("scientist.adapter", "a peft adapter folder the scientist starts from (a warm start)"),
+    "--evaluate-on": ("evaluate_on", "where evaluations run: this machine, or ray (a cluster)"),
+    "--ray-address": ("ray_address", "with --evaluate-on ray: the cluster to join (default: start a local one)"),
+    "--ttt": ("ttt.enabled", "test-time training (LoRA GRPO)"),
+    "--update-every": ("ttt.grpo.update_every", "TTT: rounds between GRPO updates"),
+    "--lora-rank": ("ttt.grpo.lora_rank", "TTT: LoRA rank"),
+    "--lr": ("ttt.grpo.lr", "TTT: learning rate"),
+}  # fmt: skip
+"""The `search` sub-command's short flags: flag -> (the config field it sets, help; None: the field's
+docstring). Type and choices come from the field. Every field also has its long flag, `--PATH`."""
+
+EXECUTOR_FOLLOWS = {
+    "scientist_model.model": "executor_model.model",
+    "scientist_model.backend": "executor_model.backend",
+    "scientist_model.base_url": "executor_model.base_url",
+    "scientist_model.dtype": "executor_model.dtype",
+}
+"""Short flags of the scientist's model that also set the executor's, unless its own flag is given."""
+
+RENAMED_FLAGS = {
+    "search": {"--executor": ("--evaluate-on", "where evaluations run; [executor] in the config is the editing agent")},
+    "export": {"--adapter": ("--checkpoint", "which of the run's checkpoints; in `arts search`, --adapter is a warm start")},
+}  # fmt: skip
+"""Flags of earlier releases, by sub-command: old -> (new, why). Given, one stops the command with a
+message naming the new flag."""
+
+
+class _Renamed(argparse.Action):
+    def __init__(self, *args: Any, new: str, why: str, **kw: Any):
+        super().__init__(*args, **kw)
+        self.new, self.why = new, why
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: Any, values: Any, option: Any = None
+    ) -> None:
+        parser.error(f"{option} is now {self.new} ({self.why}); write {self.new} {values or ''}".rstrip())
+
+
+def add_renamed(parser: argparse.ArgumentParser, command: str) -> None:
+    """The old flags of `command`, hidden from help, each answering with its new name."""
+    for old, (new, why) in RENAMED_FLAGS.get(command, {}).items():
+        parser.add_argument(old, nargs="?", action=_Renamed, new=new, why=why, help=argparse.SUPPRESS)
 
 
 def _submodel(annotation: Any) -> type[BaseModel] | None:
@@ -66,13 +132,31 @@ def at(data: Any, path: str) -> Any:
     return data
 
 
+def _short_flag(
+    parser: argparse.ArgumentParser, flag: str, path: str, help: str | None, info: FieldInfo
+) -> None:
+    from arts.search.config import parse_value
+
+    kw: dict[str, Any] = {"dest": SHORT_DEST + path, "help": (help or doc(info)).replace("%", "%%")}
+    if info.annotation is bool:
+        kw |= {"action": "store_true", "default": None}
+    elif get_origin(info.annotation) is Literal:
+        kw["choices"] = list(get_args(info.annotation))
+    else:
+        kw["type"] = str if _is_text(info.annotation) else parse_value
+    parser.add_argument(flag, **kw)
+
+
 def add_field_flags(parser: argparse.ArgumentParser) -> None:
-    """One `--PATH VALUE` flag per leaf field of SearchConfig not already given a flag of that name, and the
-    choices of `--without` from the components' fields. Imports the config, hence the model code: called
-    only when `search` is parsed."""
+    """The short flags (`SHORT_FLAGS`), then one `--PATH VALUE` flag per leaf field of SearchConfig not
+    already given a flag of that name, and the choices of `--without` from the components' fields. Imports
+    the config, hence the model code: called only when `search` is parsed."""
     from arts.search.config import MOVED_KEYS, SearchConfig, parse_value
 
     fields = list(config_fields(SearchConfig))
+    info_at = {path: info for path, info, _ in fields}
+    for flag, (path, text) in SHORT_FLAGS.items():
+        _short_flag(parser, flag, path, text, info_at[path])
     parser.add_argument(
         "--without", action="append", metavar="PART",
         choices=[path.removeprefix("components.") for path, _, sub in fields if path.startswith("components.")],

@@ -1,0 +1,160 @@
+"""The `search` and `config show` commands: flags into a config, the run started or resumed, its result.
+
+The flags themselves (short ones, one per config field, `--set`) are declared in `search.cli.flags`;
+this module turns parsed flags into config overrides and hands the config to `search.run`. Library
+modules are imported inside the functions, so that importing this one stays cheap (`search.cli.main`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from arts.search.cli.flags import EXECUTOR_FOLLOWS, FIELD_DEST, SHORT_DEST, at, config_fields, doc
+
+if TYPE_CHECKING:
+    from arts.search.config import SearchConfig
+
+
+def _fmt(x: float | None) -> str:
+    return "-" if x is None else f"{x:.6g}"
+
+
+def set_items(items: list[str] | None) -> dict[str, Any]:
+    """`--set PATH=VALUE` items as overrides; a value in TOML syntax where it parses, else the plain string."""
+    from arts.search.config import parse_value
+    from arts.tasks.base import TaskError
+
+    o: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise TaskError(
+                f"--set {item!r}: write it as field.path=value, e.g. --set scientist.candidates=3"
+            )
+        o[key] = parse_value(value)
+    return o
+
+
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """Config overrides from the `search` flags: the task, short flags, then field flags, then `--set`
+    (last wins)."""
+    given = vars(args)
+    short = {
+        d.removeprefix(SHORT_DEST): v for d, v in given.items() if d.startswith(SHORT_DEST) and v is not None
+    }
+    o: dict[str, Any] = {"task": args.task} if args.task is not None else {}
+    o |= short
+    for scientist, executor in EXECUTOR_FOLLOWS.items():
+        if scientist in short and executor not in short:
+            o[executor] = short[scientist]
+    for part in args.without or []:
+        o[f"components.{part}"] = False
+    for dest, value in given.items():
+        if dest.startswith(FIELD_DEST) and value is not None:
+            o[dest.removeprefix(FIELD_DEST)] = value
+    return o | set_items(args.set)
+
+
+def load(config: str | None, overrides: dict[str, Any]) -> SearchConfig:
+    from arts.search.config import load_config
+
+    return load_config(Path(config) if config else None, overrides)
+
+
+def _names_task(config: str | None) -> bool:
+    """Whether a `--config` file names the task (so that no task argument is needed)."""
+    if not config:
+        return False
+    from arts.search.config import tomllib
+    from arts.tasks.base import TaskError
+
+    try:
+        return "task" in tomllib.loads(Path(config).read_text())
+    except OSError as e:
+        raise TaskError(f"--config {config}: cannot read it ({e.strerror})") from None
+
+
+def _default_run_dir(cfg: SearchConfig) -> Path | None:
+    """The run's folder (as `start_run` names it), or None where the task does not resolve: then
+    `start_run` says why, before any folder exists."""
+    from arts.tasks.base import TaskError, resolve_task
+
+    try:
+        name = resolve_task(cfg.task).name
+    except TaskError:
+        return None
+    return Path("runs") / f"{name}-{cfg.method}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from arts.search.console import Console, quiet_libraries
+    from arts.search.report.trackers import Reporting
+
+    quiet_libraries(args.verbose > 0)
+    from arts.search.run import resume_run, start_run
+
+    console = Console(-1 if args.quiet else args.verbose)
+    try:
+        if args.resume:
+            console.attach(Path(args.resume))
+            if args.report_to:
+                from arts.search.config import read_stored_config
+
+                cfg = read_stored_config(Path(args.resume) / "config.toml")
+                console.tracking = Reporting(args.report_to, Path(args.resume), cfg.model_dump(mode="json"))
+            summary = resume_run(Path(args.resume), log=console)
+        else:
+            given = overrides(args)
+            if "task" not in given and not _names_task(args.config):
+                print("error: give a task (built-in name or directory) or --resume DIR", file=sys.stderr)
+                return 2
+            cfg = load(args.config, given)
+            run_dir = Path(args.run_dir) if args.run_dir else _default_run_dir(cfg)
+            if run_dir and not (run_dir / "arts.db").exists():  # else start_run refuses: keep its log clean
+                console.attach(run_dir)
+                if args.report_to:
+                    console.tracking = Reporting(args.report_to, run_dir, cfg.model_dump(mode="json"))
+            summary = start_run(cfg, run_dir, log=console)
+        if console.tracking is not None:
+            console.tracking.finish()
+        return _result(summary, console)
+    finally:
+        console.close()
+
+
+def _result(summary: dict, console: Any) -> int:
+    """Print a finished run's one-line result; 1 where every node was invalid."""
+    best = summary["best"]
+    console.result(
+        f"best {_fmt(best['score'])} (node {best['node']}, test {_fmt(best['test_score'])}) vs seed "
+        f"{_fmt(summary['baseline'])}; {summary['valid_nodes']}/{summary['nodes']} valid nodes; "
+        f"stopped: {summary['stopped_because']}"
+    )
+    if summary.get("all_invalid"):
+        print(
+            f"error: every one of the {summary['nodes']} nodes was invalid; read their reasons in the "
+            "run's report.html, and try the seed program with `arts eval TASK`",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def cmd_config_show(args: argparse.Namespace) -> int:
+    from arts.search.config import SearchConfig
+
+    cfg, defaults = load(args.config, set_items(args.set)), SearchConfig()
+    values, default_values = cfg.model_dump(mode="json"), defaults.model_dump(mode="json")
+    for path, info, sub in config_fields(SearchConfig):
+        text = doc(info, sub)
+        if sub is not None:  # a table: its fields follow
+            print(f"\n[{path}]" + (f"  # {text}" if text else ""))
+            continue
+        value, default = json.dumps(at(values, path)), json.dumps(at(default_values, path))
+        print(f"{path} = {value}  # default {default}" + (f"; {text}" if text else ""))
+    return 0
