@@ -16,6 +16,7 @@ from pathlib import Path
 
 from arts.policy.answer_schema import schema_model
 from arts.policy.investigator import Finding, Investigator, Tools
+from arts.search.render import task_line
 from arts.search.state import Node
 from arts.tasks.base import Task
 from arts.tasks.readonly import grep_lines, read_lines
@@ -66,7 +67,7 @@ def investigate(
             current_answer(parent.files, name),
             schema_model(schema),
             tools,
-            task_summary=task.statement.strip().splitlines()[0][:200],
+            task_summary=task_line(task.statement),
             seed=seed,
         )
     finally:

@@ -22,7 +22,7 @@ from arts.search.investigation.reports import memory_entry
 from arts.search.ledger import Ledger
 from arts.search.meter import BudgetSpent, Meter
 from arts.search.remote import interrupted
-from arts.search.render import tried_edits
+from arts.search.render import task_line, tried_edits
 from arts.search.seeds import Seeds
 from arts.search.state import INTERRUPTED, Node, Rollout
 from arts.tasks.base import EvalResult, Task
@@ -31,6 +31,8 @@ from arts.tasks.workcopy import remove, write_file
 
 Edit = Callable[[Node, Path], Node]
 """A baseline's own experiment: fills in the pending node (files, status, score) in its work folder."""
+EVENT_REASON_CHARS = 200
+"""An evaluation's reason is stored in its `eval` event cut to this (the node keeps it whole)."""
 
 
 def fmt(x: float | None) -> str:
@@ -102,7 +104,11 @@ class Lab:
             self.meter.refund_eval()
             self._interrupted.add(key)
             self.ledger.event(
-                "eval", valid=False, reason=res.reason[:200], interrupted=True, on=self.evaluate_on
+                "eval",
+                valid=False,
+                reason=res.reason[:EVENT_REASON_CHARS],
+                interrupted=True,
+                on=self.evaluate_on,
             )
             return res
         self._interrupted.discard(key)
@@ -112,7 +118,7 @@ class Lab:
             valid=res.valid,
             score=res.score,
             wall_s=res.wall_s,
-            reason=res.reason[:200],
+            reason=res.reason[:EVENT_REASON_CHARS],
             on=self.evaluate_on,
             program=key,
             node=workdir.name,
@@ -131,7 +137,12 @@ class Lab:
             remove(work)
         self.meter.eval_done(res.wall_s)
         self.ledger.event(
-            "eval", valid=res.valid, score=res.score, wall_s=res.wall_s, reason=res.reason[:200], node=node.id
+            "eval",
+            valid=res.valid,
+            score=res.score,
+            wall_s=res.wall_s,
+            reason=res.reason[:EVENT_REASON_CHARS],
+            node=node.id,
         )
         return res
 
@@ -270,7 +281,7 @@ class Lab:
             dict(parent.files),
             self.task.config.editable,
             lambda files: self.evaluate(files, workdir),
-            task_summary=self.task.statement.strip().splitlines()[0][:200],
+            task_summary=task_line(self.task.statement),
             instructions=node.instructions,
             known=self.known_programs(),
             tried=tried_edits(self.state, names, self.task.normalise),

@@ -20,6 +20,12 @@ from arts.search.state import Event
 
 EXECUTOR_PURPOSES = ("executor", "investigate", "answer")
 """Model calls made by the executor (program edits, or a diagnosis's investigation and answer)."""
+OPTIMIZE_ROUND_CAP = 100
+"""The round cap of an optimize task when `budget.rounds` is unset: a backstop, as the evaluation budget
+and `budget.idle_rounds` end such a run first."""
+ANSWER_ROUND_CAP = 8
+"""The round cap of an answer task when `budget.rounds` is unset: it spends no evaluations, so the rounds
+are its budget."""
 
 
 class BudgetConfig(BaseModel):
@@ -29,7 +35,8 @@ class BudgetConfig(BaseModel):
     evals: int = Field(20, ge=1)
     """Sandboxed evaluations (every executor validate call counts)."""
     rounds: int | None = Field(None, ge=1)
-    """Search rounds; None: 100 on an optimize task, 8 on an answer task (which spends no evaluations)."""
+    """Search rounds; None: OPTIMIZE_ROUND_CAP (100) on an optimize task, ANSWER_ROUND_CAP (8) on an answer
+    task (which spends no evaluations)."""
     tokens: int | None = Field(None, ge=1)
     """Model tokens, prompt plus completion, scientist and executor together."""
     wall_s: float | None = Field(None, gt=0)
@@ -42,7 +49,9 @@ class BudgetConfig(BaseModel):
     for 20 evaluations)."""
 
     def round_cap(self, kind: str) -> int:
-        return self.rounds if self.rounds is not None else (100 if kind == "optimize" else 8)
+        if self.rounds is not None:
+            return self.rounds
+        return OPTIMIZE_ROUND_CAP if kind == "optimize" else ANSWER_ROUND_CAP
 
 
 class BudgetSpent(Exception):

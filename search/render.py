@@ -15,6 +15,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.search.state import Node, SearchState
 
+HYPOTHESIS_CHARS = 90
+"""A hypothesis shown in one line of a prompt (a node, a refined or set-aside hypothesis) is cut to this."""
+REASON_CHARS = 60
+"""An invalid node's reason, shown beside it, is cut to this."""
+INSIGHT_CHARS = 200
+"""A memory entry is cut to this when it is written: one line of the prompt's memory."""
+TASK_LINE_CHARS = 200
+"""The executor and the investigator see the statement's first line, cut to this (the scientist sees
+`RenderConfig.statement_chars` of it)."""
+
 
 class RenderConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
@@ -35,16 +45,23 @@ class RenderConfig(BaseModel):
     """The scientist may inspect any of this many most recent nodes."""
     inspected_chars: int = Field(2000, ge=100)
     """The inspection reports joined to a proposal prompt are cut to this many characters."""
+    audit_notes: int = Field(6, ge=0)
+    """How many of the baseline audits' notes are shown (the first ones)."""
 
 
 def _fmt(x: float | None) -> str:
     return "invalid" if x is None else f"{x:.5g}"
 
 
+def task_line(statement: str) -> str:
+    """The statement's first line, as the executor and the investigator see it."""
+    return statement.strip().splitlines()[0][:TASK_LINE_CHARS]
+
+
 def node_line(n: Node) -> str:
-    what = n.hypothesis[:90] or "seed program"
+    what = n.hypothesis[:HYPOTHESIS_CHARS] or "seed program"
     parent = "" if n.parent is None else f" from {n.parent}"
-    tail = f" ({n.reason[:60]})" if n.status == "invalid" and n.reason else ""
+    tail = f" ({n.reason[:REASON_CHARS]})" if n.status == "invalid" and n.reason else ""
     outcome = "answered" if n.status == "valid" and n.raw_score is None else _fmt(n.raw_score)
     return f"- node {n.id}{parent}: {what} -> {outcome}{tail}"
 
@@ -115,7 +132,7 @@ def render_state(
         ("Task", [task_summary[: cfg.statement_chars]]),
         ("Nodes you may start from", [node_line(n) for n in parents]),
         ("Recent failures", [node_line(n) for n in failed]),
-        ("Audit", [f"- {a}" for a in audits[:6]]),
+        ("Audit", [f"- {a}" for a in audits[: cfg.audit_notes]]),
         ("Memory", [f"- {m}" for m in memory]),
         ("Axes tried", axis_map(list(state.nodes.values()), cfg.axes)),
     ]

@@ -392,3 +392,18 @@ def test_export_names_the_checkpoint_flag_when_given_the_old_one(tmp_path):
     assert run.returncode == 2 and "--adapter is now --checkpoint" in run.stderr, run.stderr
     run = subprocess.run([*argv, "--checkpoint", "best"], capture_output=True, text=True, timeout=60)
     assert "--checkpoint" not in run.stderr and "unrecognized" not in run.stderr, run.stderr
+
+
+def test_round_caps_and_the_group_bound_are_named(monkeypatch, capsys):
+    from arts.search.config import DRAWS_PER_CANDIDATE
+    from arts.search.meter import ANSWER_ROUND_CAP, OPTIMIZE_ROUND_CAP, BudgetConfig
+
+    assert (BudgetConfig().round_cap("optimize"), BudgetConfig().round_cap("answer")) == (100, 8)
+    assert (OPTIMIZE_ROUND_CAP, ANSWER_ROUND_CAP) == (100, 8) and BudgetConfig(rounds=3).round_cap(
+        "answer"
+    ) == 3
+    seen = capture_runs(monkeypatch)
+    assert main(["search", "toy", "-k", "2", "--group", str(2 * DRAWS_PER_CANDIDATE + 1)]) == 2
+    assert "raise scientist.candidates or lower group" in capsys.readouterr().err
+    main(["search", "toy", "-k", "2", "--group", str(2 * DRAWS_PER_CANDIDATE)])
+    assert seen[-1].group == 8

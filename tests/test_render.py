@@ -60,3 +60,23 @@ def test_tried_edits_list_the_best_then_the_latest_about_the_named_targets_in_wo
     assert (
         everything[0] == "- RING = 3 on node 2: better" and "- pack returns x on node 2: failed" in everything
     )
+
+
+def test_memory_entries_and_audit_notes_bound_what_the_prompt_shows():
+    from arts.search.render import shown_memory
+    from arts.search.state import Insight
+
+    insights = {i: Insight(id=i, text=f"note {i}", kind="memory") for i in range(1, 5)}
+    insights |= {i: Insight(id=i, text=f"audit {i}", kind="audit") for i in range(5, 9)}
+    s = SearchState(nodes={1: Node(id=1, status="seed")}, insights=insights)
+    text, _ = render_state(s, "task", RenderConfig(memory_entries=2, audit_notes=1), count)
+    assert "note 3" in text and "note 4" in text and "note 2" not in text
+    assert "audit 5" in text and "audit 6" not in text
+    none, _ = render_state(s, "task", RenderConfig(memory_entries=0, audit_notes=0), count)
+    assert "note" not in none and "audit" not in none  # 0 shows none, not all
+    assert shown_memory(s, RenderConfig(memory_entries=0)) == [] and shown_memory(s, RenderConfig()) == [
+        1,
+        2,
+        3,
+        4,
+    ]

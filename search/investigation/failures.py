@@ -26,6 +26,7 @@ from arts.search.investigation.attribution import (
 )
 from arts.search.investigation.reports import failed_or_regressed, report
 from arts.search.ledger import Ledger
+from arts.search.render import INSIGHT_CHARS
 from arts.search.state import Insight, Node, SearchState
 
 
@@ -185,6 +186,9 @@ def reflect(ledger: Ledger, analyst: Analyst, rep: str, node: Node, round: int, 
     if text is not None:
         ledger.add(
             Insight(
-                text=f"reflection on node {node.id}: {text}"[:200], kind="memory", node=node.id, round=round
+                text=f"reflection on node {node.id}: {text}"[:INSIGHT_CHARS],
+                kind="memory",
+                node=node.id,
+                round=round,
             )
         )

@@ -19,6 +19,7 @@ from arts.policy.edits.moves import directed_target
 from arts.search.investigation import followups, probes, space
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
+from arts.search.render import HYPOTHESIS_CHARS, INSIGHT_CHARS
 from arts.search.state import Hypothesis, Insight, Node, SearchState
 
 
@@ -90,7 +91,7 @@ def lineage_note(state: SearchState, hypothesis_id: int | None) -> str:
             state.nodes[n].raw_score for n in h.nodes if n in state.nodes and state.nodes[n].score is not None
         ]
         tried = f", best {max(scores):.5g}" if scores else ", not yet scored"
-        parts.append(f'h{h.id} "{h.text[:90]}"{tried}')
+        parts.append(f'h{h.id} "{h.text[:HYPOTHESIS_CHARS]}"{tried}')
     return "This refines " + "; which refines ".join(reversed(parts)) + "." if parts else ""
 
 
@@ -245,7 +246,7 @@ class Exploit:
 
     def note(self, text: str, node: int | None) -> None:
         if self.memory:
-            self.ledger.add(Insight(text=text[:200], kind="memory", node=node, round=self.round))
+            self.ledger.add(Insight(text=text[:INSIGHT_CHARS], kind="memory", node=node, round=self.round))
 
 
 def improved(state: SearchState, nid: int) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from arts.search.investigation.space import normalise_label, revivable, unexplained
+from arts.search.render import HYPOTHESIS_CHARS
 from arts.search.state import SearchState
 
 
@@ -134,7 +135,10 @@ def render_space(
         ),
         (
             "Set aside, may be revived",
-            [f"- h{h.id} [{h.axis}] {h.text[:90]}" for h in revivable(state, now)[-per_section:]],
+            [
+                f"- h{h.id} [{h.axis}] {h.text[:HYPOTHESIS_CHARS]}"
+                for h in revivable(state, now)[-per_section:]
+            ],
         ),
         (
             "Unexplained observations",
