@@ -63,7 +63,8 @@ class ScientistConfig(BaseModel):
     node the state shows). Measured in a char-lm benchmark run with the 135M default, 5 of 8 experiments
     of rounds 2 and 4 started from the seed or a node worse than the best; and a directed hypothesis's
     moves are those left at the best node (`ScientistConfig.directed`), so from another parent they may
-    all have run already. Raise it for a model that chooses parents well."""
+    all have run already. Raise it for a model that chooses parents well. Under TTT, unset, it is 3
+    (`search.config.TTT_PARENTS`), so that a group teaches which node to expand too."""
     adapter: str | None = None
     """A peft adapter folder (an `arts export` output or a run's `adapters/<k>/`) the scientist samples
     from from the start: a warm start from earlier searches. With --ttt, training continues from it."""

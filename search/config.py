@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from arts.policy.analysis import AnalysisConfig
 from arts.policy.base import Pricing
@@ -121,13 +121,6 @@ class TTTConfig(BaseModel):
     """The GRPO update and its schedule."""
     reward: RewardConfig = RewardConfig()
     """How an action's score becomes its reward."""
-    _parents: int = PrivateAttr(TTT_PARENTS)
-
-    @property
-    def parents(self) -> int:
-        """`scientist.parents` as this run resolved it. Read by `search.methods.proposals` until it reads
-        `scientist.parents` itself; delete then."""
-        return self._parents
 
 
 class SearchConfig(BaseModel):
@@ -184,11 +177,6 @@ class SearchConfig(BaseModel):
         if (message := moved_key_message(data)) is not None:
             raise ValueError(message)
         return apply_profile(_ttt_parents(data))
-
-    @model_validator(mode="after")
-    def _share_parents(self) -> SearchConfig:
-        self.ttt._parents = self.scientist.parents
-        return self
 
     @model_validator(mode="after")
     def _ttt_needs_groups(self) -> SearchConfig:
