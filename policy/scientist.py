@@ -10,12 +10,12 @@ model output.
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from arts.policy.base import Backend, Completion, Message
-from arts.policy.call import ask, chat
+from arts.policy.call import ask, ask_n, chat
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import Moves, directed_target, spread
 from arts.policy.parsing import salvage_items
@@ -51,6 +51,10 @@ class ScientistConfig(BaseModel):
     """Past this tree depth, candidates are asked for from the tail of the distribution."""
     tail_threshold: float = Field(0.25, gt=0, le=1)
     """Tail candidates each have a stated probability below this."""
+    one_list: bool = False
+    """Draw a round's N actions from one verbalized list, without replacement (the stated probabilities then
+    only order the executions once N >= K). False: each action is drawn from its own list, the N lists
+    sampled together from the one prompt, so a group is N independent draws of the policy (GRPO's group)."""
     temperature: float = Field(0.8, ge=0)
     max_tokens: int = Field(320, gt=0)
     """Cap on a proposal's tokens; audits and inspections use less."""
@@ -287,19 +291,25 @@ class Scientist:
             return [], [], c
         return list(dict.fromkeys(c.parsed.nodes)), list(dict.fromkeys(getattr(c.parsed, "forget", []))), c
 
-    def propose(
+    def propose(self, state: str, parent_ids: list[int], tail: bool, **kwargs: Any) -> Proposal:
+        """One verbalized list of K candidates (`propose_lists` with n = 1)."""
+        return self.propose_lists(state, parent_ids, tail, n=1, **kwargs)[0]
+
+    def propose_lists(
         self,
         state: str,
         parent_ids: list[int],
         tail: bool,
+        n: int = 1,
         seed: int | None = None,
         example: str | None = None,
         observation_ids: list[int] | None = None,
         targets: Moves | None = None,
         refinable: dict[int, str] | None = None,
         plan_axes: list[str] | None = None,
-    ) -> Proposal:
-        """K candidates; `example` is a concrete hypothesis about this program (a small model copies the
+    ) -> list[Proposal]:
+        """n independent verbalized lists of one prompt (sampled together, one prefill), each of K
+        candidates; `example` is a concrete hypothesis about this program (a small model copies the
         example's form, so it should name something that exists; None shows GENERIC_EXAMPLE, "" none). With `observation_ids`, each candidate
         may cite the observations (shown as `o<id>`) that motivated it. With `targets` (`Moves`) and
         `config.directed`, every hypothesis is one of the moves, each candidate drawing on its own share
@@ -339,24 +349,34 @@ class Scientist:
             shown = "\n".join(f"- h{i}: {text[:100]}" for i, text in refinable.items())
             state += f"\n\n## Hypotheses a candidate may refine\n{shown}"
             ask += " refines: the id of the hypothesis it refines, or null."
-        messages, c = self._call(f"{state}\n\n{ask}", schema, "propose", self.config.max_tokens, seed)
+        messages = chat(SYSTEM, f"{state}\n\n{ask}")
+        comps = ask_n(
+            self.backend, messages, schema, n, purpose="propose", temperature=self.config.temperature,
+            max_tokens=self.config.max_tokens, seed=seed, adapter=self.adapter,
+        )  # fmt: skip
+        item = candidate_item(  # any pattern, and every target and kind of a directed answer
+            parent_ids,
+            observation_ids,
+            moves=targets if patterns else None,
+            refinable=list(refinable),
+            plan_axes=plan_axes,
+        )
+        return [self._proposal(c, messages, schema, item, bool(patterns)) for c in comps]
+
+    def _proposal(
+        self, c: Completion, messages: list[Message], schema: type[BaseModel], item: Any, directed: bool
+    ) -> Proposal:
+        """One completion's candidates (an answer cut off keeps its complete ones) and their token spans."""
         if c.parsed is not None:
             raw = [cand.model_dump() for cand in c.parsed.candidates]
         else:
-            item = candidate_item(  # any pattern, and every target and kind of a directed answer
-                parent_ids,
-                observation_ids,
-                moves=targets if patterns else None,
-                refinable=list(refinable),
-                plan_axes=plan_axes,
-            )
             raw = [x.model_dump() for x in salvage_items(c.text, "candidates", item)]
         cands = [
             Candidate(**{**cand, "stated_probability": cand["probability"], "probability": p})
             for cand, p in zip(raw, normalise([r["probability"] for r in raw]))
         ]
-        if patterns:  # the labels say what the hypothesis moves, whichever of its share the model named
-            cands = [labelled(c) for c in cands]
+        if directed:  # the labels say what the hypothesis moves, whichever of its share the model named
+            cands = [labelled(cand) for cand in cands]
         tokenizer = getattr(self.backend, "tokenizer", None)
         spans = []
         if tokenizer is not None and c.token_ids:

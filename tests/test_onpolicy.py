@@ -8,13 +8,11 @@ import math
 import torch
 from transformers import AutoTokenizer
 
-from arts.policy.scientist import Scientist, ScientistConfig
 from arts.policy.spans import item_spans, token_spans
 from arts.training.grpo import GRPOConfig
 from arts.training.logprobs import target_logprobs
-from arts.training.ttt import ADAPTER, ActionGroup, Trainer
-
-STATE = "## Task\nChoose X so that value() is close to 3.\n\n## Nodes you may start from\n- node 1: score -4"
+from arts.training.ttt import ActionGroup, Trainer
+from tests.doubles import sampled_proposal
 
 
 def test_item_spans_finds_each_complete_candidate_and_drops_a_cut_off_one():
@@ -32,12 +30,6 @@ def test_token_spans_cover_the_characters_of_each_item(tiny_model_dir):
     for (a, b), (s, e) in zip(chars, spans):
         covered = tok.decode(ids[s:e])
         assert text[a:b] in covered and len(covered) < len(text[a:b]) + 6  # at most a boundary token more
-
-
-def sampled_proposal(backend, k: int = 3):
-    backend_scientist = Scientist(backend, ScientistConfig(candidates=k, temperature=1.0, max_tokens=400))
-    backend_scientist.adapter = ADAPTER
-    return backend_scientist.propose(STATE, [1, 2], tail=False, seed=7)
 
 
 def test_training_targets_are_the_sampled_tokens_and_the_ratio_starts_at_one(tmp_path, tiny_backend):
