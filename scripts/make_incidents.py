@@ -15,9 +15,10 @@ unrelated deploy just before the incident, an old harmless deploy of the root, m
 root's log, callers blaming a healthy service, and noisy WARN lines everywhere.
 
 What it is not: a simulator of real systems; faults have one stylised metric shape each. The generator,
-its seeds and the truth never enter the task material: the truth goes to grader/truth.json as salted
-digests. task.toml, statement.md and grader/test.py (which holds the salt) are hand-written; this script
-reads the salt from the grader and copies those files when it writes a case elsewhere.
+its seeds and the truth never enter the task material: the truth goes, as salted digests, into the task's
+make_hidden.py, which builds grader/truth.json at first use (`arts.tasks.hidden`; no hidden file is shipped).
+task.toml, statement.md and the grader's text in make_hidden.py (which holds the salt) are hand-written; this
+script reads the salt from there and copies those files when it writes a case elsewhere.
 
     .venv/bin/python scripts/make_incidents.py [--seed 54] [--incidents 4] [--out tasks/builtin/incident-rca]
 """
@@ -53,7 +54,8 @@ from scripts.incident_world import (  # noqa: E402
 
 DEFAULT_SEED = 54
 DEFAULT_OUT = Path(__file__).resolve().parent.parent / "tasks" / "builtin" / "incident-rca"
-STATIC = ("task.toml", "statement.md", "grader/test.py")
+STATIC = ("task.toml", "statement.md")
+GENERATOR = "make_hidden.py"
 
 
 NOISE = (  # harmless: their numbers stay in the normal range
@@ -343,21 +345,35 @@ def digest(salt: str, incident: str, value: str) -> str:
     return hashlib.sha256(f"{salt}:{incident}:{value}".encode()).hexdigest()
 
 
-def grader_salt(task_dir: Path = DEFAULT_OUT) -> str:
-    """The salt of the hidden grader: the string constant `SALT` in grader/test.py, read without running it."""
-    tree = ast.parse((task_dir / "grader" / "test.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == ["SALT"]:
+def _constant(source: str, name: str, where: Path) -> str:
+    """The string constant `name` of a Python source, read without running it."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [name]:
             return ast.literal_eval(node.value)
-    raise ValueError(f"{task_dir / 'grader' / 'test.py'} defines no SALT = '...'; restore the grader")
+    raise ValueError(f"{where} defines no {name} = '...'; restore it")
+
+
+def grader_salt(task_dir: Path = DEFAULT_OUT) -> str:
+    """The salt of the hidden grader: `SALT` in the grader text (TEST_PY) of make_hidden.py."""
+    where = task_dir / GENERATOR
+    return _constant(_constant(where.read_text(), "TEST_PY", where), "SALT", where)
+
+
+def _with_truth(source: str, truth: str, where: Path) -> str:
+    """make_hidden.py's source with TRUTH_JSON, and its sha256 in DIGESTS, set to `truth`."""
+    old = _constant(source, "TRUTH_JSON", where)
+    sha = [hashlib.sha256(t.encode()).hexdigest() for t in (old, truth)]
+    return source.replace(f"TRUTH_JSON = '''\\\n{old}'''", f"TRUTH_JSON = '''\\\n{truth}'''").replace(*sha)
 
 
 def write_case(out: Path, seed: int = DEFAULT_SEED, incidents: int = 4) -> list[Incident]:
-    """The whole task directory: the incidents, answer_schema.json and grader/truth.json are generated;
-    task.toml, statement.md and grader/test.py are hand-written and copied from the built-in task."""
+    """The whole task directory: the incidents, answer_schema.json and the truth in make_hidden.py are
+    generated; task.toml, statement.md and the rest of make_hidden.py are hand-written, copied from the
+    built-in task."""
     out = Path(out)
     shutil.rmtree(out / "incidents", ignore_errors=True)
-    (out / "grader").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    generator = (DEFAULT_OUT / GENERATOR).read_text()
     if out.resolve() != DEFAULT_OUT.resolve():
         for rel in STATIC:
             shutil.copyfile(DEFAULT_OUT / rel, out / rel)
@@ -365,11 +381,12 @@ def write_case(out: Path, seed: int = DEFAULT_SEED, incidents: int = 4) -> list[
     for incident in case:
         write_incident(incident, out / "incidents" / incident.id)
     (out / "answer_schema.json").write_text(json.dumps(answer_schema(case), indent=2) + "\n")
-    salt = grader_salt(out)
+    salt = grader_salt(DEFAULT_OUT)
     truth = {
         i.id: {"root_service": digest(salt, i.id, i.root), "fault": digest(salt, i.id, i.fault)} for i in case
     }
-    (out / "grader" / "truth.json").write_text(json.dumps(truth, indent=2) + "\n")
+    truth_json = json.dumps(truth, indent=2) + "\n"
+    (out / GENERATOR).write_text(_with_truth(generator, truth_json, DEFAULT_OUT / GENERATOR))
     return case
 
 

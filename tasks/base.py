@@ -12,6 +12,7 @@ are deleted when the grader starts its first process). Every built-in task follo
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -28,6 +29,8 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+
+from arts.tasks.hidden import GENERATOR, hidden_root
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -246,8 +249,20 @@ class Task:
         """Every material file, expanded from folders, relative to the task root."""
         return _expand(self.root, self.config.material)
 
+    @functools.cached_property
+    def hidden_root(self) -> Path:
+        """The folder that holds the hidden entries: the task directory, or for a built-in task the private
+        cache that its make_hidden.py builds them into on first use (`tasks.hidden`: none is shipped)."""
+        if not _generated(self.root):
+            return self.root
+        try:
+            return hidden_root(self.root, self.name)
+        except Exception as e:  # whatever the generator raised, the user gets one line
+            raise TaskError(f"{self.root / GENERATOR}: cannot build the hidden files: {e}") from None
+
     def hidden_files(self) -> list[Path]:
-        return _expand(self.root, self.config.hidden)
+        """Every hidden file, expanded from folders, relative to `hidden_root`."""
+        return _expand(self.hidden_root, self.config.hidden)
 
     def read_material(self, max_chars: int = 4000) -> dict[str, str]:
         """Text of the material files (each cut to max_chars), for prompts."""
@@ -258,6 +273,11 @@ class Task:
             except UnicodeDecodeError:
                 out[str(rel)] = f"<binary, {(self.root / rel).stat().st_size} bytes>"
         return out
+
+
+def _generated(root: Path) -> bool:
+    """Whether `root` is a built-in task whose hidden files are built at first use."""
+    return root.parent == BUILTIN_DIR.resolve() and (root / GENERATOR).is_file()
 
 
 def _expand(root: Path, entries: list[str]) -> list[Path]:
@@ -323,7 +343,7 @@ def load_task(path: str | Path) -> Task:
             f"  field 'editable': {', '.join(map(repr, missing))} not found in {root}; create the seed "
             "program, fix the name, or set seedless = true if the search starts from nothing"
         )
-    for key in ("material", "hidden"):
+    for key in ("material", "hidden") if not _generated(root) else ("material",):
         for entry in getattr(config, key):
             if not (root / entry).exists():
                 problems.append(
@@ -334,7 +354,11 @@ def load_task(path: str | Path) -> Task:
         if cmd is None:
             continue
         for arg in cmd.command[1:]:
-            if arg.endswith(".py") and not (root / arg).is_file():
+            if (
+                arg.endswith(".py")
+                and not (root / arg).is_file()
+                and not (_generated(root) and key == "test")
+            ):
                 problems.append(
                     f"  field '{key}.command': script {arg!r} not found in {root}; create it or fix the path"
                 )

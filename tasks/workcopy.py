@@ -135,8 +135,10 @@ def prepare(task: Task, files: dict[str, str], workdir: Path, uid: int | None, w
     for rel, text in files.items():
         with open(_open_fresh(workdir, rel, 0o644), "w", encoding="utf-8") as f:
             f.write(text)
-    for rel in material + (hidden if with_hidden else []):
-        _copy_in(task.root / rel, workdir, rel, trust_root_owned=uid is not None and rel in material)
+    for rel in material:
+        _copy_in(task.root / rel, workdir, rel, trust_root_owned=uid is not None)
+    for rel in hidden if with_hidden else []:  # a built-in's hidden files come from its cache (`tasks.hidden`)
+        _copy_in(task.hidden_root / rel, workdir, rel, trust_root_owned=False)
     if uid is not None:  # hidden files go to the uid: the launcher deletes them before the candidate starts
         _hand_over(workdir, uid, set(material))
 

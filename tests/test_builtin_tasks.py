@@ -54,9 +54,12 @@ def _params(names: list[str]) -> list:
 def run(task: Task, workdir: Path, split: str = "evaluate", editable: dict[str, str] | None = None) -> dict:
     """Lay out a working copy (editable + material, + hidden for `test`), run the split's command, read result.json."""
     hidden = task.hidden_files() if split == "test" else []
-    for rel in [*task.material_files(), *hidden]:
+    for base, rel in [
+        *((task.root, p) for p in task.material_files()),
+        *((task.hidden_root, p) for p in hidden),
+    ]:
         (workdir / rel).parent.mkdir(parents=True, exist_ok=True)
-        (workdir / rel).write_bytes((task.root / rel).read_bytes())
+        (workdir / rel).write_bytes((base / rel).read_bytes())
     for rel, text in (editable or task.seed_files()).items():
         (workdir / rel).write_text(text)
     cmd = getattr(task.config, split)

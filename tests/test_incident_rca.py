@@ -171,7 +171,7 @@ def test_grader_calls_a_malformed_answer_invalid_and_says_why(task: Task, case, 
 
 
 def test_truth_file_reveals_nothing_and_the_material_holds_no_truth(task: Task):
-    truth = (task.root / "grader" / "truth.json").read_text()
+    truth = (task.hidden_root / "grader" / "truth.json").read_text()
     assert not any(name in truth for name in (*ALL_SERVICES, *FAULTS))
     material = [str(p) for p in task.material_files()]
     assert material and not any("truth" in p or p.startswith("grader") for p in material)

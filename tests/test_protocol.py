@@ -1,6 +1,6 @@
 """The evaluator protocol (`arts.tasks.protocol`): a user's evaluator written as the README shows scores an
 honest candidate and refuses a cheating one through `arts eval`; no process a child leaves outlives it; no
-built-in's hidden file is in a wheel."""
+built-in's hidden file is in a wheel or an sdist."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 import zipfile
 from pathlib import Path
 
@@ -108,6 +109,29 @@ def test_no_hidden_file_is_in_the_wheel(tmp_path: Path):
         "arts/tasks/protocol.py" in names and "arts/tasks/builtin/friedman-regression/data/train.npz" in names
     )
     for name in builtin_names():
+        assert f"arts/tasks/builtin/{name}/make_hidden.py" in names, name
         for hidden in load_task(BUILTIN_DIR / name).hidden_files():
             assert f"arts/tasks/builtin/{name}/{hidden}" not in names
         assert not [n for n in names if n.startswith(f"arts/tasks/builtin/{name}/grader")], name
+
+
+@pytest.mark.slow
+def test_no_hidden_file_is_in_the_sdist(tmp_path: Path):
+    build = f"from setuptools import build_meta; build_meta.build_sdist({str(tmp_path)!r})"
+    subprocess.run([sys.executable, "-c", build], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    (sdist,) = tmp_path.glob("arts-*.tar.gz")
+    with tarfile.open(sdist) as tar:
+        names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
+    assert "tasks/builtin/friedman-regression/make_hidden.py" in names
+    for name in builtin_names():
+        for hidden in load_task(BUILTIN_DIR / name).hidden_files():
+            assert f"tasks/builtin/{name}/{hidden}" not in names
+        assert not [n for n in names if n.startswith(f"tasks/builtin/{name}/grader")], name
+
+
+def test_hidden_files_are_built_outside_the_package_and_match_their_digests():
+    for name in builtin_names():
+        task = load_task(BUILTIN_DIR / name)
+        assert task.config.hidden and not (task.root / "grader").exists(), name
+        assert not task.hidden_root.is_relative_to(Path(sys.prefix).resolve()), name
+        assert task.hidden_files() and all((task.hidden_root / p).is_file() for p in task.hidden_files())

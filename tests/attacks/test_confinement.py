@@ -8,6 +8,7 @@ from pathlib import Path
 from attack_kit import attack
 
 import arts.tasks
+from arts.tasks.base import BUILTIN_DIR, load_task
 
 PROBE = """
 import os
@@ -26,8 +27,10 @@ open("note.txt", "w").write(" ".join(found) or "nothing")
 
 
 def test_other_tasks_hidden_files_are_out_of_reach(task, bwrap):
-    builtin = Path(arts.tasks.__file__).parent / "builtin"
-    paths = [str(builtin / "incident-rca/grader/truth.json"), str(builtin / "friedman-regression/grader")]
+    rca, friedman = (
+        load_task(BUILTIN_DIR / name).hidden_root for name in ("incident-rca", "friedman-regression")
+    )
+    paths = [str(rca / "grader/truth.json"), str(friedman / "grader"), str(friedman.parent)]
     assert attack(task, PROBE.format(paths=paths)).message == "nothing"
 
 
