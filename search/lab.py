@@ -19,7 +19,7 @@ from arts.policy.executor import mentioned, program_key
 from arts.search import compass, diagnose
 from arts.search.agents import Agents
 from arts.search.investigation.reports import memory_entry
-from arts.search.ledger import Ledger
+from arts.search.ledger import EVENT_TEXT_CHARS, Ledger
 from arts.search.meter import BudgetSpent, Meter
 from arts.search.remote import interrupted
 from arts.search.render import task_line, tried_edits
@@ -31,8 +31,6 @@ from arts.tasks.workcopy import remove, write_file
 
 Edit = Callable[[Node, Path], Node]
 """A baseline's own experiment: fills in the pending node (files, status, score) in its work folder."""
-EVENT_REASON_CHARS = 200
-"""An evaluation's reason is stored in its `eval` event cut to this (the node keeps it whole)."""
 
 
 def fmt(x: float | None) -> str:
@@ -106,7 +104,7 @@ class Lab:
             self.ledger.event(
                 "eval",
                 valid=False,
-                reason=res.reason[:EVENT_REASON_CHARS],
+                reason=res.reason[:EVENT_TEXT_CHARS],
                 interrupted=True,
                 on=self.evaluate_on,
             )
@@ -118,7 +116,7 @@ class Lab:
             valid=res.valid,
             score=res.score,
             wall_s=res.wall_s,
-            reason=res.reason[:EVENT_REASON_CHARS],
+            reason=res.reason[:EVENT_TEXT_CHARS],
             on=self.evaluate_on,
             program=key,
             node=workdir.name,
@@ -141,7 +139,7 @@ class Lab:
             valid=res.valid,
             score=res.score,
             wall_s=res.wall_s,
-            reason=res.reason[:EVENT_REASON_CHARS],
+            reason=res.reason[:EVENT_TEXT_CHARS],
             node=node.id,
         )
         return res

@@ -17,6 +17,10 @@ from arts.search.store import Store, table_of
 
 R = TypeVar("R", bound=Record)
 
+EVENT_TEXT_CHARS = 200
+"""Free text kept in an event's payload (an evaluation's reason, an action) is cut to this; the node or
+rollout keeps it whole."""
+
 
 class Ledger:
     """Writes records to the run's store, then to the in-memory state it keeps in step."""

@@ -15,10 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.search.state import Node, SearchState
 
-HYPOTHESIS_CHARS = 90
+HYPOTHESIS_LINE_CHARS = 90
 """A hypothesis shown in one line of a prompt (a node, a refined or set-aside hypothesis) is cut to this."""
 REASON_CHARS = 60
 """An invalid node's reason, shown beside it, is cut to this."""
+VALUE_CHARS = 40
+"""A constant's value, shown in one line (a tried edit, a knob of the best node), is cut to this."""
 INSIGHT_CHARS = 200
 """A memory entry is cut to this when it is written: one line of the prompt's memory."""
 TASK_LINE_CHARS = 200
@@ -59,7 +61,7 @@ def task_line(statement: str) -> str:
 
 
 def node_line(n: Node) -> str:
-    what = n.hypothesis[:HYPOTHESIS_CHARS] or "seed program"
+    what = n.hypothesis[:HYPOTHESIS_LINE_CHARS] or "seed program"
     parent = "" if n.parent is None else f" from {n.parent}"
     tail = f" ({n.reason[:REASON_CHARS]})" if n.status == "invalid" and n.reason else ""
     outcome = "answered" if n.status == "valid" and n.raw_score is None else _fmt(n.raw_score)
@@ -157,7 +159,7 @@ def render_state(
 def edit_text(action: dict) -> str | None:
     """A one-line statement of a typed edit, or None for edits without a short form (whole bodies)."""
     if action.get("op") == "set_constant":
-        return f"{action['name']} = {str(action['value'])[:40]}"
+        return f"{action['name']} = {str(action['value'])[:VALUE_CHARS]}"
     if action.get("op") == "set_return":
         return f"{action['function']} returns {action['expression'][:60]}"
     return None

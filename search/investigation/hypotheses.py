@@ -19,7 +19,7 @@ from arts.policy.edits.moves import directed_target
 from arts.search.investigation import followups, probes, space
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
-from arts.search.render import HYPOTHESIS_CHARS, INSIGHT_CHARS
+from arts.search.render import HYPOTHESIS_LINE_CHARS, INSIGHT_CHARS
 from arts.search.state import Hypothesis, Insight, Node, SearchState
 
 
@@ -91,7 +91,7 @@ def lineage_note(state: SearchState, hypothesis_id: int | None) -> str:
             state.nodes[n].raw_score for n in h.nodes if n in state.nodes and state.nodes[n].score is not None
         ]
         tried = f", best {max(scores):.5g}" if scores else ", not yet scored"
-        parts.append(f'h{h.id} "{h.text[:HYPOTHESIS_CHARS]}"{tried}')
+        parts.append(f'h{h.id} "{h.text[:HYPOTHESIS_LINE_CHARS]}"{tried}')
     return "This refines " + "; which refines ".join(reversed(parts)) + "." if parts else ""
 
 

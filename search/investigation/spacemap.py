@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from arts.search.investigation.space import normalise_label, revivable, unexplained
-from arts.search.render import HYPOTHESIS_CHARS
+from arts.search.render import HYPOTHESIS_LINE_CHARS
 from arts.search.state import SearchState
 
 
@@ -136,7 +136,7 @@ def render_space(
         (
             "Set aside, may be revived",
             [
-                f"- h{h.id} [{h.axis}] {h.text[:HYPOTHESIS_CHARS]}"
+                f"- h{h.id} [{h.axis}] {h.text[:HYPOTHESIS_LINE_CHARS]}"
                 for h in revivable(state, now)[-per_section:]
             ],
         ),
