@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from tests.test_search import RuleBackend
+from tests.doubles import RuleBackend
 
 
 class ScriptedBackend(RuleBackend):

@@ -62,7 +62,7 @@ def tiny_backend(tiny_model_dir: Path):
 @pytest.fixture
 def rules(monkeypatch):
     """The scripted backend every model slot gets in harness tests (no real model is loaded)."""
-    from tests.test_search import RuleBackend
+    from tests.doubles import RuleBackend
 
     backend = RuleBackend()
 

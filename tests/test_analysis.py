@@ -3,8 +3,6 @@ schema checks on the tiny random model, whose grammar-constrained answers must p
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from arts.policy.analysis import (
@@ -17,7 +15,7 @@ from arts.policy.analysis import (
     Plan,
     clip,
 )
-from arts.policy.base import Completion
+from tests.doubles import Scripted
 
 REPORT = (
     "### node 4 (parent 1): raise LEARNING_RATE from 0.01 to 0.5\nresult: INVALID: training loss became nan\n"
@@ -32,33 +30,6 @@ CAUSE = {
     "severity": "major",
     "fix": "lower LEARNING_RATE to 0.05",
 }
-
-
-class Scripted:
-    """Answers each purpose with a fixed JSON text, validated against the call's schema as a real backend
-    does (a text that does not validate becomes a typed failure). Harness tests only."""
-
-    name = "scripted"
-    model_id = "scripted"
-
-    def __init__(self, answers: dict[str, object]):
-        self.answers = answers
-        self.calls: list[dict] = []
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        self.calls.append({"messages": prompts, "purpose": purpose, "schema": schema, "sampling": sampling})
-        answer = self.answers[purpose]
-        text = answer if isinstance(answer, str) else json.dumps(answer)
-        try:
-            return [[Completion(text=text, parsed=schema.model_validate_json(text))]]
-        except ValueError as e:
-            return [[Completion(text=text, error=str(e)[:200])]]
-
-    def logprobs(self, prompt, completion, schema=None, adapter=None):
-        raise NotImplementedError
-
-    def count_tokens(self, text: str) -> int:
-        return len(text) // 4
 
 
 def analyst(config: AnalysisConfig | None = None, **answers) -> tuple[Analyst, Scripted]:

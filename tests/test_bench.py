@@ -24,7 +24,7 @@ from arts.search.bench.plan import BenchConfig, final_summary, parse_seeds, plan
 from arts.search.bench.results import active_clock, learning
 from arts.search.state import Event, Rollout, SearchState
 from arts.tasks.base import TaskError
-from tests.test_search import make_task
+from tests.doubles import make_task
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPTED = "tests.bench_backend:ScriptedBackend"

@@ -17,7 +17,7 @@ from arts.policy.edits.menus import library_signature, param_menu
 from arts.policy.edits.mutation import random_edit
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.tasks.base import EvalResult
-from tests.test_executor import ScriptedBackend
+from tests.doubles import ScriptedBackend, run_with_rules
 
 TREE = """from sklearn.tree import DecisionTreeRegressor
 
@@ -168,7 +168,6 @@ def test_the_executor_offers_keyword_edits_first_on_a_program_without_constants(
 def test_arts_with_a_scripted_model_tunes_the_keywords_of_the_seeds_tree(tmp_path, rules):
     from arts.search.config import SearchConfig
     from arts.search.store import Store
-    from tests.test_search import run_with_rules
 
     cfg = SearchConfig(task="breast-cancer-tree", group=2, budget={"evals": 3})
     summary = run_with_rules(cfg, tmp_path / "run")

@@ -12,7 +12,7 @@ import pytest
 
 from arts.search.cli.flags import at
 from arts.search.cli.main import main
-from tests.test_tasks import write_task
+from tests.doubles import make_task, write_task
 
 
 def test_tasks_list_shows_every_builtin_with_its_references(capsys):
@@ -345,7 +345,6 @@ def test_ttt_offers_three_parents_unless_scientist_parents_is_set(monkeypatch):
 
 def test_a_run_stored_under_old_keys_resumes_with_their_meaning(tmp_path, capsys):
     from arts.search.config import read_stored_config
-    from tests.test_search import make_task
 
     run_dir = tmp_path / "run"
     argv = ["search", str(make_task(tmp_path / "task")), "--method", "mutate", "--group", "2", "--evals", "1"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from arts.search import compass
 from arts.search.state import Node, SearchState
+from tests.doubles import RuleBackend, make_task
 
 SEED = "A = 0.8\nB = 2.0\nC = 10\n"
 
@@ -86,7 +87,6 @@ def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch)
     """Through `arts search`: each experiment's executor gets the level of its own parent."""
     from arts.policy.executor import Executor
     from arts.search.cli.main import main
-    from tests.test_search import RuleBackend, make_task
 
     backend = RuleBackend()
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)

@@ -14,7 +14,7 @@ from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, base_span_logprobs, credit
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ActionGroup, Trainer
-from tests.test_onpolicy import sampled_proposal
+from tests.doubles import make_task, runner, sampled_proposal
 
 
 def test_concordance_counts_pairs_within_groups_by_hand():
@@ -97,8 +97,6 @@ def test_arts_credit_reads_a_ttt_run_and_writes_credit_json(tmp_path, tiny_model
     """Through the command: a finished TTT run's summary carries the check, and `arts credit` recomputes it
     from the store with the base weights alone (a fresh model, no adapter loaded): the same figures."""
     from arts.search.cli.main import main
-    from tests.test_search import make_task
-    from tests.test_ttt import runner
 
     make_task(tmp_path / "task")
     out = subprocess.run(runner(tmp_path, tiny_model_dir, 4, resume=False), capture_output=True, text=True,

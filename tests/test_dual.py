@@ -12,7 +12,7 @@ import pytest
 
 from arts.search.config import SearchConfig
 from arts.search.store import Store
-from tests.test_search import make_task, run_with_rules
+from tests.doubles import dual_cfg, run_with_rules
 
 
 def _state(run_dir):
@@ -20,21 +20,8 @@ def _state(run_dir):
         return store.load_state()
 
 
-def _cfg(tmp_path, **kw) -> SearchConfig:
-    # free values: the scripted executor's failing edits (X = 1e308) are on no value menu
-    data = {
-        "task": str(make_task(tmp_path / "task")),
-        "group": 2,
-        "budget": {"evals": 6},
-        "executor": {"value_menu": False},
-    }
-    for key, value in kw.items():
-        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
-    return SearchConfig.model_validate(data)
-
-
 def test_a_round_fills_both_spaces_with_evidence(tmp_path, rules):
-    summary = run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    summary = run_with_rules(dual_cfg(tmp_path), tmp_path / "run")
     state = _state(tmp_path / "run")
     assert state.meta["plan"]["deliverable"] == "solution.py" and "plan" in rules.purposes
     hyps = list(state.hypotheses.values())
@@ -55,7 +42,7 @@ def test_a_round_fills_both_spaces_with_evidence(tmp_path, rules):
 
 
 def test_a_repeated_execution_observation_is_confirmed_not_duplicated(tmp_path, rules):
-    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    run_with_rules(dual_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
     execution = [o for o in state.observations.values() if o.source == "execution"]
     texts = [o.text for o in execution]
@@ -65,7 +52,7 @@ def test_a_repeated_execution_observation_is_confirmed_not_duplicated(tmp_path, 
 
 def test_failures_are_attributed_and_routed_with_their_inputs(tmp_path, rules):
     rules.bad_edits, rules.cause = 2, ("implementation", "major")
-    summary = run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    summary = run_with_rules(dual_cfg(tmp_path), tmp_path / "run")
     state = _state(tmp_path / "run")
     routes = [e.payload for e in state.events.values() if e.kind == "routing"]
     assert routes and routes[0]["decision"]["action"] == "repair"
@@ -78,7 +65,7 @@ def test_failures_are_attributed_and_routed_with_their_inputs(tmp_path, rules):
 
 def test_a_fatal_method_flaw_pivots_and_later_candidates_must_be_distinct(tmp_path, rules):
     rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (False, 0.9)
-    cfg = _cfg(tmp_path, budget={"evals": 6, "rounds": 4}, scientist={"directed": False})  # one target
+    cfg = dual_cfg(tmp_path, budget={"evals": 6, "rounds": 4}, scientist={"directed": False})  # one target
     summary = run_with_rules(cfg, tmp_path / "run")
     state = _state(tmp_path / "run")
     archived = [h for h in state.hypotheses.values() if h.archived]
@@ -91,7 +78,7 @@ def test_a_fatal_method_flaw_pivots_and_later_candidates_must_be_distinct(tmp_pa
 
 def test_the_verdict_clamp_turns_a_pivot_into_a_refinement(tmp_path, rules):
     rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (True, 0.8)
-    run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    run_with_rules(dual_cfg(tmp_path), tmp_path / "run")
     state = _state(tmp_path / "run")
     decision = next(e.payload["decision"] for e in state.events.values() if e.kind == "routing")
     assert decision["action"] == "refine_structural" and decision["clamped"]
@@ -105,12 +92,12 @@ def test_the_verdict_clamp_turns_a_pivot_into_a_refinement(tmp_path, rules):
 )
 def test_each_component_can_be_turned_off(tmp_path, rules, component, absent):
     rules.bad_edits = 2
-    run_with_rules(_cfg(tmp_path, components={component: False}), tmp_path / "run")
+    run_with_rules(dual_cfg(tmp_path, components={component: False}), tmp_path / "run")
     assert absent not in rules.purposes and "propose" in rules.purposes
 
 
 def test_without_observations_memory_or_verbalized_sampling(tmp_path, rules):
-    cfg = _cfg(tmp_path, components={"observations": False, "memory": False, "verbalized": False})
+    cfg = dual_cfg(tmp_path, components={"observations": False, "memory": False, "verbalized": False})
     run_with_rules(cfg, tmp_path / "run")
     state = _state(tmp_path / "run")
     assert not state.observations and not state.evidence
@@ -172,7 +159,7 @@ def test_the_report_grounds_model_text_against_the_store_and_the_code(tmp_path, 
     from arts.search.report.html import write_report
     from arts.search.state import Insight
 
-    run_with_rules(_cfg(tmp_path), tmp_path / "run")
+    run_with_rules(dual_cfg(tmp_path), tmp_path / "run")
     with Store.open(tmp_path / "run", create=False) as store:
         # 93,700 is no value of this run; a small number could match an evaluation's duration.
         store.add(Insight(text="X at 1.0 gave 93,700 rows/s with a random forest", kind="audit"))

@@ -25,33 +25,7 @@ from arts.policy.edits.apply import (
     unwrap,
 )
 from arts.policy.edits.targets import anchor, anchors, list_targets
-
-SAMPLE = '''"""A tiny packing program."""
-
-import math
-
-RADIUS = 0.1
-COUNT: int = 5
-NAME = "grid"
-lower = 3
-
-
-def place(n):
-    """Place n circles on a line."""
-    xs = []
-    for i in range(n):
-        xs.append(0.5 + i * 0.2)
-    return xs
-
-
-def score(xs):
-    total = sum(RADIUS for _ in xs) * 1.5
-    return total / max(len(xs), 1)
-
-
-def one(): return 1
-'''
-FILES = {"solution.py": SAMPLE}
+from tests.doubles import FILES, SAMPLE
 
 
 def _lines(text: str) -> list[str]:

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from arts.policy.base import Completion
 from arts.policy.edits.prompt import window
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.tasks.base import EvalResult
+from tests.doubles import ScriptedBackend
 
 PROGRAM = '''RADIUS = 0.1
 COUNT = 5
@@ -29,36 +29,6 @@ def score():
     """The program's score."""
     return COUNT * RADIUS
 '''
-
-
-class ScriptedBackend:
-    """Returns pre-written answers in order (validated against the call's schema), recording each call.
-    Only for harness tests: it says nothing about what a model can do."""
-
-    name = "scripted"
-    model_id = "scripted"
-
-    def __init__(self, answers: list[dict | str]):
-        self.answers = list(answers)
-        self.calls: list[dict] = []
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        self.calls.append({"prompts": prompts, "schema": schema, "sampling": sampling, "purpose": purpose})
-        answer = self.answers.pop(0)
-        if isinstance(answer, dict) and "action" in schema.model_fields:
-            answer = {"action": answer}  # the schema wraps several branches in a root object
-        text = answer if isinstance(answer, str) else json.dumps(answer)
-        try:
-            parsed, error = schema.model_validate_json(text), None
-        except ValueError as e:
-            parsed, error = None, str(e).splitlines()[0]
-        return [[Completion(text=text, parsed=parsed, error=error, prompt_tokens=100, completion_tokens=20)]]
-
-    def logprobs(self, prompt, completion, schema=None, adapter=None):
-        raise NotImplementedError
-
-    def count_tokens(self, text):
-        return len(text.split())
 
 
 def set_constant(name: str, value: float) -> dict:

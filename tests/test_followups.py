@@ -14,13 +14,13 @@ from arts.policy.candidates import Candidate
 from arts.search.investigation import hypotheses
 from arts.search.state import Hypothesis, SearchState
 from arts.search.store import Store
-from tests.test_dual import _cfg as _dual_cfg
-from tests.test_search import make_task, run_with_rules
+from tests import doubles
+from tests.doubles import RuleBackend, dual_cfg, make_task, run_with_rules
 
 
 def _cfg(tmp_path, **kw):
-    """test_dual's config without probes (they spend evaluations the scenarios here count on), unless set."""
-    return _dual_cfg(tmp_path, **{"space": {"probe_share": 0.0}, **kw})
+    """dual_cfg without probes (they spend evaluations the scenarios here count on), unless set."""
+    return dual_cfg(tmp_path, **{"space": {"probe_share": 0.0}, **kw})
 
 
 def _state(run_dir):
@@ -123,9 +123,7 @@ def test_an_unstable_measurement_keeps_the_worse_score(tmp_path, rules):
 
 
 def test_accept_schedules_nothing_and_keeps_the_result(tmp_path, rules, monkeypatch):
-    import tests.test_search as ts
-
-    monkeypatch.setitem(ts.CRITICALITY, "major", 0.1)  # below the first gate: accept
+    monkeypatch.setitem(doubles.CRITICALITY, "major", 0.1)  # below the first gate: accept
     rules.bad_edits, rules.cause = 2, ("implementation", "major")
     summary = run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
@@ -155,7 +153,6 @@ def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_pla
     from arts.search.investigation.failures import attribute_round
     from arts.search.ledger import Ledger
     from arts.search.state import Node
-    from tests.test_search import RuleBackend
 
     rules = RuleBackend()
     calls = recorded(rules)
@@ -224,15 +221,13 @@ def test_without_follow_ups_decisions_stay_notes(tmp_path, rules):
 
 
 def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch):
-    import tests.test_search as ts
-
     def flag_first(b, schema):
-        answer = ts._compare(b, schema)
+        answer = doubles.compare_answer(b, schema)
         return answer | {
             "flawed": answer["verdicts"][0]["hypothesis"] and [answer["verdicts"][0]["hypothesis"]]
         }
 
-    monkeypatch.setitem(ts.ANALYSIS, "compare", flag_first)
+    monkeypatch.setitem(doubles.ANALYSIS, "compare", flag_first)
     run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
     state = _state(tmp_path / "run")
     retests = [e for e in _events(state, "follow_up_scheduled") if e["decision"] == "retest"]

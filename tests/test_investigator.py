@@ -24,8 +24,7 @@ from arts.policy.investigator import (
     step_schema,
 )
 from arts.tasks.readonly import grep_lines, read_lines
-from tests.test_executor import ScriptedBackend
-from tests.test_readonly import make_case
+from tests.doubles import ScriptedBackend, make_case
 
 SERVICES = ["api", "db", "cache"]
 INCIDENT = {

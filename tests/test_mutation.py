@@ -10,7 +10,7 @@ import pytest
 from arts.policy.edits.apply import EditError, apply_edit, value_menu
 from arts.policy.edits.mutation import random_edit
 from arts.policy.edits.targets import list_targets
-from tests.test_edits import FILES, SAMPLE
+from tests.doubles import FILES, SAMPLE
 
 
 @pytest.mark.parametrize("seed", range(100))

@@ -10,16 +10,12 @@ the client's handling of such servers, so the model behind them stays real where
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
@@ -28,6 +24,7 @@ from arts.policy.backends.openai import OpenAIBackend
 from arts.policy.backends.serve import app_from_args, build_app, parse_args, schema_model
 from arts.policy.base import BackendError, Sampling, Usage
 from arts.policy.parsing import schema_key
+from tests.doubles import free_port, serving
 
 
 class Pick(BaseModel):
@@ -38,30 +35,6 @@ class Pick(BaseModel):
 class Nested(BaseModel):
     pick: Pick
     tags: list[Literal["x", "y"]] = Field(max_length=2)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def serving(app: Any) -> Iterator[str]:
-    """`app` on a free loopback port in a uvicorn thread; yields its /v1 base URL."""
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from arts.policy.edits.mutation import random_edit
 from arts.policy.edits.orderings import builds_list, ordering_menu, return_pattern
 from arts.policy.edits.targets import function_nodes, parse, return_functions
 from arts.tasks.base import BUILTIN_DIR
-from tests.test_swaps import SwapRules
+from tests.doubles import ScriptedBackend, SwapRules, run_with_rules
 
 SEED = (BUILTIN_DIR / "weighted-completion" / "solution.py").read_text()
 FIRST_FIT = (BUILTIN_DIR / "bin-packing-weibull" / "solution.py").read_text()
@@ -147,7 +147,6 @@ class OrderRules(SwapRules):
 def test_arts_with_a_scripted_model_rewrites_the_seeds_order(tmp_path, monkeypatch):
     from arts.search.config import SearchConfig
     from arts.search.store import Store
-    from tests.test_search import run_with_rules
 
     backend = OrderRules()
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
@@ -235,7 +234,6 @@ def test_the_executor_never_answers_an_evaluated_return_again(seed, function):
     each evaluated one leaves the next step's enum."""
     from arts.policy.executor import Executor, ExecutorConfig
     from arts.tasks.base import EvalResult
-    from tests.test_executor import ScriptedBackend
 
     class First(ScriptedBackend):
         def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):

@@ -15,7 +15,7 @@ from arts.search.batching import Batching as RunBatching
 from arts.search.cli.main import main
 from arts.search.overlap import Overlap
 from arts.search.store import Store
-from tests.test_search import RuleBackend, make_task
+from tests.doubles import BatchingRules, make_task
 
 
 class Batching:
@@ -155,18 +155,6 @@ def test_inside_a_batch_only_its_own_backend_joins():
         out = together([lambda: mine.generate("a"), lambda: mine.generate("b"), lambda: theirs.generate("c")])
     assert [o[0][0].text for o in out] == ["a", "b", "c"]
     assert backend.batches == [["a", "b"]] and other.calls == ["c"] and batching.batches == [2]
-
-
-class BatchingRules(RuleBackend):
-    """The harness tests' rules, decoded in batches (as the transformers backend does)."""
-
-    def __init__(self):
-        super().__init__()
-        self.batch_purposes: list[list[str]] = []
-
-    def generate_each(self, requests):
-        self.batch_purposes.append([r.purpose for r in requests])
-        return [self.generate(r.prompt, r.n, r.sampling, r.schema, r.adapter, r.purpose)[0] for r in requests]
 
 
 def search(tmp_path, monkeypatch, workers: int, evals: int = 9, sleep: float = 0.0, name: str = "run"):

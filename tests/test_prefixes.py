@@ -9,7 +9,7 @@ import torch
 from arts.policy.backends import prefixes
 from arts.policy.backends.decoding import hf_model
 from arts.policy.base import Request, Sampling, Usage
-from tests.test_transformers_backend import lora
+from tests.doubles import lora
 
 GREEDY = Sampling(temperature=0, max_tokens=12)
 STATE = "State of the search:\n" + "\n".join(f"node {i}: score {i * 0.1:.1f}, moved C{i}" for i in range(30))

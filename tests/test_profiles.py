@@ -14,7 +14,7 @@ import pytest
 from arts.search.config import SearchConfig, load_config
 from arts.search.profiles import auto_profile
 from arts.search.store import Store
-from tests.test_search import RuleBackend, make_task, run_with_rules
+from tests.doubles import RuleBackend, make_task, run_with_rules
 
 
 def test_auto_picks_small_for_the_embedded_and_small_local_models_and_capable_otherwise(

@@ -12,7 +12,7 @@ from arts.policy.candidates import Candidate
 from arts.search.config import SearchConfig
 from arts.search.investigation.hypotheses import copies
 from arts.search.store import Store
-from tests.test_search import RuleBackend, make_task, run_with_rules
+from tests.doubles import RuleBackend, Scripted, make_task, run_with_rules
 
 
 def _cand(h: str, parent: int = 0) -> Candidate:
@@ -39,11 +39,11 @@ class Copier(RuleBackend):
         if purpose == "propose":
             m = re.search(r'e\.g\. "([^"]+)"', prompts[-1]["content"])
             self.examples.append(m.group(1) if m else None)
-            if m:
-                answer = json.loads(out[0][0].text)
+            for comp in out[0] if m else []:  # every list the call sampled
+                answer = json.loads(comp.text)
                 for cand in answer["candidates"]:
                     cand["hypothesis"] = m.group(1)
-                out[0][0].text, out[0][0].parsed = json.dumps(answer), schema.model_validate(answer)
+                comp.text, comp.parsed = json.dumps(answer), schema.model_validate(answer)
         return out
 
 
@@ -158,7 +158,6 @@ def test_a_truncated_directed_proposal_keeps_its_complete_candidates_and_their_l
     """A directed answer cut off at max_tokens is salvaged against every target and kind of its moves
     (a probe's region is no kind of a free candidate), then labelled by the move it names."""
     from arts.policy.scientist import Scientist, ScientistConfig
-    from tests.test_analysis import Scripted
 
     good = {
         "parent": 1,

@@ -12,8 +12,7 @@ import pytest
 
 from arts.search.cli.main import main
 from arts.search.store import Store
-from tests.test_overlap import BatchingRules
-from tests.test_search import make_task
+from tests.doubles import BatchingRules, make_task
 
 
 @pytest.fixture(scope="module")

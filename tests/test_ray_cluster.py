@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from arts.search.bench.ray_jobs import NODE_LINE
-from tests.test_search import make_task
+from tests.doubles import make_task
 
 
 @pytest.fixture(scope="module")

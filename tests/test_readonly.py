@@ -7,32 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from arts.tasks.base import Task, load_task
+from arts.tasks.base import Task
 from arts.tasks.readonly import ReadonlyError, check_argv, grep_lines, read_lines, run_readonly
-
-LOGS = """ts service level message
-10:00 api INFO request ok
-10:01 db ERROR disk full on /var/lib/db
-10:02 api ERROR timeout calling db
-10:03 cache INFO hit ratio 0.93
-"""
-METRICS = "ts,service,latency_ms\n10:00,api,40\n10:01,api,900\n10:02,db,1200\n"
-SECRET = "root_service=db fault=disk_full"
-
-
-def make_case(tmp_path: Path, files: dict[str, str] | None = None) -> Task:
-    """A one-incident answer task: logs and metrics as material, the truth hidden."""
-    root = tmp_path / "case"
-    material = {"incidents/i1/logs.txt": LOGS, "incidents/i1/metrics.csv": METRICS, **(files or {})}
-    for rel, text in {**material, "grader/truth.txt": SECRET, "grader/test.py": "print(1)\n"}.items():
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        (root / rel).write_text(text)
-    (root / "statement.md").write_text("Find the root cause of incident i1.")
-    (root / "task.toml").write_text(
-        'name = "tiny-rca"\nstatement = "statement.md"\nkind = "answer"\neditable = ["answer.json"]\n'
-        'material = ["incidents/"]\nhidden = ["grader/"]\n[test]\ncommand = ["python", "grader/test.py"]\n'
-    )
-    return load_task(root)
+from tests.doubles import SECRET, make_case
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from test_search import make_task  # noqa: E402  (tests/ is on sys.path under pytest)
 
 from arts.policy.executor import program_key
 from arts.search.config import SearchConfig
 from arts.search.run import resume_run, start_run
 from arts.search.store import Store
 from arts.tasks.base import load_task
+from tests.doubles import make_task
 
 DRIVER = """
 import sys

@@ -10,6 +10,7 @@ import torch
 from pydantic import BaseModel, Field, create_model
 
 from arts.policy.base import Completion, Request, Sampling, generate_each
+from tests.doubles import lora
 
 GREEDY = Sampling(temperature=0, max_tokens=24)
 
@@ -106,8 +107,6 @@ def test_a_seeded_request_samples_what_it_samples_alone(tiny_backend):
 
 
 def test_requests_under_different_adapters_each_run_under_their_own(tiny_backend):
-    from tests.test_transformers_backend import lora
-
     tiny_backend.add_adapter("step_1", lora())
     with torch.no_grad():  # LoRA's B starts at zero, which changes nothing: make the adapter act
         for name, p in tiny_backend.model.named_parameters():

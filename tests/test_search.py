@@ -5,281 +5,21 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from arts.policy.base import Completion, Usage
 from arts.policy.edits.moves import directed_target, spread
 from arts.search.config import SearchConfig
-from arts.search.loop import run_search
 from arts.search.methods.targets import by_promise
 from arts.search.run import build_run, resume_run, start_run
 from arts.search.state import Node
 from arts.search.store import Store
-
-EVALUATE = """
-import json, subprocess, sys
-out = subprocess.run([sys.executable, "-c", "import solution; print(solution.value())"],
-                     capture_output=True, text=True, timeout=20)
-try:
-    x = float(out.stdout.strip().splitlines()[-1])
-    res = {"score": -(x - 3.0) ** 2, "valid": True, "metrics": {"x": x}, "message": "ok"}
-except Exception as e:
-    res = {"score": None, "valid": False, "metrics": {}, "message": f"bad output: {e}"}
-json.dump(res, open("result.json", "w"))
-"""
-
-
-def make_task(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "task.toml").write_text(
-        'name = "toy-quadratic"\nstatement = "statement.md"\nkind = "optimize"\neditable = ["solution.py"]\n'
-        'material = ["evaluate.py"]\n\n[metric]\nname = "neg_sq_err"\ndirection = "maximize"\n\n'
-        '[evaluate]\ncommand = ["python", "evaluate.py"]\ntimeout_s = 20\nmemory_mb = 1024\n'
-    )
-    (root / "statement.md").write_text("Choose X so that value() is as close to 3 as possible.\n")
-    (root / "solution.py").write_text("X = 1.0\n\n\ndef value():\n    return X\n")
-    (root / "evaluate.py").write_text(EVALUATE)
-    return root
-
-
-MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrease|\|probe)*)\)? (\w+)")
-"""The first move of a directed hypothesis pattern: its verbs and its target."""
-
-
-def _first(prop: dict, default: str) -> str:
-    """The first value a JSON-schema string property allows (`const` or `enum`), else `default`."""
-    return prop["const"] if "const" in prop else (prop.get("enum") or [default])[0]
-
-
-class RuleBackend:
-    """Answers every call with a schema-valid object built by simple rules (harness tests only)."""
-
-    name = "rules"
-    model_id = "rules"
-
-    def __init__(self, seed: int = 0, delay: float = 0.0, bad_edits: int = 0):
-        self.cause = ("method", "major")
-        """(category, severity) of every cause the `causes` call returns."""
-        self.judge = (False, 0.9)
-        """(valid_measurement, confidence) of every judgement."""
-        self.rng = random.Random(seed)
-        self.bad_edits = bad_edits
-        """The first `bad_edits` executor answers set X to 1e308 (the evaluator overflows: invalid)."""
-        self.delay = delay
-        self.purposes: list[str] = []
-        self.prompts: list[str] = []
-        """The user message of every proposal call."""
-        self.sink = None
-
-    def answer(self, schema, purpose: str) -> dict:
-        if purpose == "audit":
-            return {
-                "metric": "squared error, smooth",
-                "structure": "one constant",
-                "weakness": "X is far from 3",
-            }
-        if purpose == "inspect":
-            answer = {"nodes": [self._ids(schema.model_fields["nodes"].annotation.__args__[0])[0]]}
-            if "forget" in schema.model_fields:  # drop the oldest memory entry shown
-                answer["forget"] = [self._ids(schema.model_fields["forget"].annotation.__args__[0])[0]]
-            return answer
-        if purpose == "propose":
-            field = schema.model_fields["candidates"]
-            if field.annotation.__origin__ is tuple:  # one item model per candidate (directed hypotheses)
-                items = list(field.annotation.__args__)
-            else:
-                items = [field.annotation.__args__[0]] * field.metadata[0].min_length
-            parents = self._ids(items[0].model_fields["parent"].annotation)
-            cites = (
-                self._ids(items[0].model_fields["cites"].annotation.__args__[0])[-1:]
-                if "cites" in items[0].model_fields
-                else None
-            )
-            cands = []
-            for i, item in enumerate(items):
-                pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
-                verbs, target = m.groups() if (m := MOVE.search(pattern)) else ("increase|decrease", "X")
-                verb = verbs.split("|")[i % len(verbs.split("|"))]  # the first move this candidate is offered
-                props = item.model_json_schema()["properties"]
-                cands.append(
-                    {
-                        "parent": self.rng.choice(parents),
-                        "hypothesis": f"{verb} {target} towards three, step {i}",
-                        # the grammar's vocabulary where it has one, else one axis written two ways
-                        "axis": _first(props["axis"], "X value" if i % 2 else "x-values"),
-                        "region": _first(props["region"], "constants"),
-                        "probability": 1.0 / (i + 1),
-                    }
-                )
-            if "refines" in items[0].model_fields:  # the newest hypothesis shown (the first allowed id)
-                spec = items[0].model_json_schema()["properties"]["refines"]["anyOf"][0]
-                refines = spec["const"] if "const" in spec else spec["enum"][0]
-                cands = [c | {"refines": refines if i == 0 else None} for i, c in enumerate(cands)]
-            return {"candidates": [c | ({"cites": cites} if cites is not None else {}) for c in cands]}
-        if purpose in ANALYSIS:
-            return ANALYSIS[purpose](self, schema)
-        if purpose not in ("executor", ""):
-            return fill(schema.model_json_schema())  # e.g. the investigator's steps and answers
-        text = json.dumps(schema.model_json_schema())
-        if '"set_constant"' not in text and '"set_keyword"' in text:  # `tune k`: the first menu's first value
-            js = schema.model_json_schema()
-            spec = next(
-                d["properties"]
-                for d in [js, *js.get("$defs", {}).values()]
-                if "keyword" in d.get("properties", {})
-            )
-            action = {k: v.get("const", (v.get("enum") or [None])[0]) for k, v in spec.items()}
-            return {"action": action} if "action" in schema.model_fields else action
-        if '"set_constant"' not in text and (f := re.search(r"SetReturn_(\w+)", text)):  # `rewrite value`
-            action = {
-                "function": f.group(1),
-                "op": "set_return",
-                "expression": f"X + {self.rng.randint(1, 3)}",
-            }
-            return {"action": action} if "action" in schema.model_fields else action
-        name = m.group(1) if (m := re.search(r"SetConstant_(\w+)", text)) else "X"  # the first menu offered
-        after = text.split(f'"const": "{name}"', 1)[-1].split('"value": ', 1)
-        spec = json.JSONDecoder().raw_decode(after[1])[0] if len(after) > 1 and m is not None else {}
-        if "enum" in spec or "const" in spec:  # the constant's value menu (of one value: a const)
-            value = self.rng.choice(spec["enum"]) if "enum" in spec else spec["const"]
-        else:
-            value = round(self.rng.uniform(0, 5), 3)
-        if self.bad_edits > 0:  # needs executor.value_menu off: 1e308 is on no menu
-            self.bad_edits, value = self.bad_edits - 1, 1e308
-        action = {"name": name, "op": "set_constant", "value": value}
-        return {"action": action} if "action" in schema.model_fields else action
-
-    @staticmethod
-    def _ids(annotation) -> list[int]:
-        return list(annotation.__args__)
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        time.sleep(self.delay)
-        self.purposes.append(purpose)
-        if purpose == "propose":
-            self.prompts.append(prompts[-1]["content"])
-        if self.sink is not None:
-            self.sink(
-                Usage(backend="rules", model="rules", prompt_tokens=50, completion_tokens=10, purpose=purpose)
-            )
-        text = json.dumps(self.answer(schema, purpose))
-        try:
-            parsed, error = schema.model_validate_json(text), None
-        except ValueError as e:  # e.g. X's value menu is used up: a typed failure, as from a model
-            parsed, error = None, str(e).splitlines()[0]
-        return [
-            [
-                Completion(text=text, parsed=parsed, error=error, prompt_tokens=50, completion_tokens=10)
-                for _ in range(n)
-            ]
-        ]
-
-    def logprobs(self, prompt, completion, schema=None, adapter=None):
-        raise NotImplementedError
-
-    def count_tokens(self, text: str) -> int:
-        return len(text) // 4
-
-
-def _min(schema, field: str) -> int:
-    return next(m.min_length for m in schema.model_fields[field].metadata if hasattr(m, "min_length"))
-
-
-def _compare(b: RuleBackend, schema) -> dict:
-    verdict = schema.model_fields["verdicts"].annotation.__args__[0]
-    ids = list(verdict.model_fields["hypothesis"].annotation.__args__)
-    return {
-        "flawed": [],
-        "predictions": ["X above 3 scores lower"],
-        "verdicts": [
-            {"hypothesis": i, "verdict": "support", "observation": "X near 3 scores higher"} for i in ids
-        ],
-    }
-
-
-CRITICALITY = {"minor": 0.3, "major": 0.6, "fatal": 0.9}
-"""The scripted critic's criticality for each severity the scripted causes carry: the gated route is the
-route of the table on those labels (minor: local, major: structural, fatal: pivot)."""
-
-ANALYSIS = {
-    "plan": lambda b, schema: (
-        {
-            "situation": "one constant X",
-            "deliverable": "solution.py",
-            "requirements": [],
-        }
-        | ({"axes": ["x value", "precision"]} if "axes" in schema.model_fields else {})
-    ),
-    "causes": lambda b, schema: {
-        "causes": [
-            {
-                "cause": "X overflowed",
-                "evidence": "exit 1",
-                "category": b.cause[0],
-                "severity": b.cause[1],
-                "fix": "use a finite X",
-            }
-        ]
-        * _min(schema, "causes")
-    },
-    "critic": lambda b, schema: {
-        "scores": [
-            {
-                "index": i,
-                "score": 0.9 - 0.1 * i,
-                "category": b.cause[0],
-                "criticality": CRITICALITY[b.cause[1]],
-            }
-            for i in range(_min(schema, "scores"))
-        ]
-    },
-    "judge": lambda b, schema: {
-        "reason": "it ran as intended",
-        "valid_measurement": b.judge[0],
-        "confidence": b.judge[1],
-    },
-    "compare": _compare,
-}
-
-
-def fill(node: dict, defs: dict | None = None) -> object:
-    """The first valid value of a JSON schema (enums, consts, minimal strings and lists)."""
-    defs = defs if defs is not None else node.get("$defs", {})
-    if "$ref" in node:
-        return fill(defs[node["$ref"].split("/")[-1]], defs)
-    for key in ("anyOf", "oneOf"):
-        if key in node:
-            return fill(node[key][-1], defs)
-    if "const" in node:
-        return node["const"]
-    if "enum" in node:
-        return node["enum"][0]
-    kind = node.get("type")
-    if kind == "object":
-        return {
-            k: fill(v, defs) for k, v in node.get("properties", {}).items() if k in node.get("required", [])
-        }
-    if kind == "array":
-        return [fill(node["items"], defs) for _ in range(node.get("minItems", 0))]
-    if kind == "string":
-        return "found in the logs"[: node.get("maxLength", 40)].ljust(node.get("minLength", 0), "x")
-    if kind == "boolean":
-        return True
-    return node.get("minimum", 1)
-
-
-def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    with Store.open(run_dir) as store:
-        return run_search(*build_run(cfg, store, log=lambda line: None))
+from tests.doubles import RuleBackend, make_task, run_with_rules
 
 
 def test_arts_search_end_to_end_on_a_user_task(tmp_path, rules):
@@ -356,7 +96,7 @@ def test_resume_after_sigkill_keeps_finished_nodes(tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     code = (
         f"import sys; sys.path.insert(0, {str(Path(__file__).parent.parent)!r})\n"
-        "from tests.test_search import RuleBackend\n"
+        "from tests.doubles import RuleBackend\n"
         "import search.run as r\n"
         "r.make_backend = lambda mc, sink, seed: RuleBackend(seed, delay=0.3)\n"
         "from search.config import SearchConfig\n"

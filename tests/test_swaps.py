@@ -19,7 +19,7 @@ from arts.policy.edits.swaps import kept_keywords, siblings, swap_menus, swap_si
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.policy.scientist import directed_pattern
 from arts.tasks.base import BUILTIN_DIR, EvalResult
-from tests.test_executor import ScriptedBackend
+from tests.doubles import ScriptedBackend, SwapRules, run_with_rules
 
 TREE = (BUILTIN_DIR / "breast-cancer-tree" / "model.py").read_text()
 TUNED = """from sklearn.tree import DecisionTreeClassifier
@@ -217,60 +217,9 @@ def test_the_executor_offers_only_the_swap_a_directed_hypothesis_names():
 # ---- the breast-cancer-tree built-in: swaps through the search and through `arts search --method mutate` ----
 
 
-class SwapRules:
-    """The rule-following backend of the harness tests, also following `swap c` moves: a candidate
-    offered a swap proposes it, and a swap_call edit takes the first of PREFER on the menu."""
-
-    PREFER = ("ExtraTreesClassifier", "RandomForestClassifier", "LogisticRegression")
-
-    def __init__(self):
-        from tests.test_search import RuleBackend
-
-        self.rules = RuleBackend()
-
-    def __getattr__(self, name):
-        return getattr(self.rules, name)
-
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
-        import re
-
-        out = self.rules.generate(prompts, n, sampling, schema, adapter, purpose)
-        js = schema.model_json_schema()
-        answer = None
-        if purpose == "propose" and "swap " in json.dumps(js):
-            answer = json.loads(out[0][0].text)
-            items = schema.model_fields["candidates"].annotation.__args__
-            for cand, item in zip(answer["candidates"], items):
-                pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
-                if m := re.search(r"swap ([\w\\.#]+)", pattern):
-                    cand["hypothesis"] = f"swap {m.group(1).replace(chr(92), '')} for a stronger model"
-        elif purpose == "executor" and (action := self.edit(js)) is not None:
-            answer = {"action": action} if "action" in schema.model_fields else action
-        if answer is not None:
-            text = json.dumps(answer)
-            out[0][0].text, out[0][0].parsed, out[0][0].error = text, schema.model_validate_json(text), None
-        return out
-
-    def edit(self, js: dict) -> dict | None:
-        """The executor's action for an action schema (its JSON schema), or None to follow the rules."""
-        spec = next(
-            (d["properties"] for d in [js, *js.get("$defs", {}).values()] if "to" in d.get("properties", {})),
-            None,
-        )
-        if spec is None:
-            return None
-        menu = spec["to"].get("enum") or [spec["to"]["const"]]
-        return {
-            "call": spec["call"]["const"],
-            "op": "swap_call",
-            "to": next((t for t in self.PREFER if t in menu), menu[0]),
-        }
-
-
 def test_arts_with_a_scripted_model_swaps_the_seeds_tree_for_a_better_classifier(tmp_path, monkeypatch):
     from arts.search.config import SearchConfig
     from arts.search.store import Store
-    from tests.test_search import run_with_rules
 
     backend = SwapRules()
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)

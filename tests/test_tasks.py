@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from arts.tasks.base import TaskError, builtin_names, load_task, resolve_task
-
-GOOD = """name = "my-task"
-statement = "statement.md"
-kind = "optimize"
-editable = ["solution.py"]
-material = ["evaluate.py"]
-hidden = ["grader/"]
-
-[metric]
-name = "score"
-direction = "maximize"
-
-[evaluate]
-command = ["python", "evaluate.py"]
-
-[test]
-command = ["python", "grader/test.py"]
-"""
-
-
-def write_task(root: Path, toml: str = GOOD) -> Path:
-    (root / "grader").mkdir(parents=True, exist_ok=True)
-    (root / "task.toml").write_text(toml)
-    for name in ("statement.md", "evaluate.py", "solution.py", "grader/test.py"):
-        (root / name).write_text("x = 1\n")
-    return root
+from tests.doubles import TASK_TOML, write_task
 
 
 def test_a_task_written_from_the_design_loads(tmp_path):
@@ -60,7 +33,7 @@ def test_a_task_written_from_the_design_loads(tmp_path):
     ],
 )
 def test_each_mistake_names_file_field_and_fix(tmp_path, change, field, words):
-    write_task(tmp_path, GOOD.replace(*change, 1))
+    write_task(tmp_path, TASK_TOML.replace(*change, 1))
     with pytest.raises(TaskError) as e:
         load_task(tmp_path)
     msg = str(e.value)
@@ -68,7 +41,7 @@ def test_each_mistake_names_file_field_and_fix(tmp_path, change, field, words):
 
 
 def test_answer_task_needs_test_and_no_evaluate(tmp_path):
-    toml = GOOD.replace('kind = "optimize"', 'kind = "answer"')
+    toml = TASK_TOML.replace('kind = "optimize"', 'kind = "answer"')
     write_task(tmp_path, toml)
     with pytest.raises(TaskError, match="no \\[evaluate\\] section"):
         load_task(tmp_path)

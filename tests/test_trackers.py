@@ -2,51 +2,28 @@
 
 from __future__ import annotations
 
-import importlib
-from pathlib import Path
-
 import pytest
 
 from arts.search.cli.main import main
 from arts.search.report.trackers import Reporting
 from arts.search.state import Event, Node, SearchState
-
-SEEN: list[tuple[str, dict, int]] = []
-"""What `Recorder` was sent. The trackers are loaded by name (`tests.test_trackers`), which may be another
-module object than the one pytest runs, so the tests read it through `seen()`."""
-
-
-def seen() -> list[tuple[str, dict, int]]:
-    return importlib.import_module("tests.test_trackers").SEEN
-
-
-class Recorder:
-    """A tracker that keeps what it was sent (`--report-to tests.test_trackers:Recorder`)."""
-
-    def __init__(self, run_dir: Path, config: dict):
-        SEEN.append(("init", {"task": config["task"]}, 0))
-
-    def log(self, metrics: dict[str, float], step: int) -> None:
-        SEEN.append(("log", metrics, step))
-
-    def close(self) -> None:
-        SEEN.append(("close", {}, 0))
+from tests.doubles import SEEN
 
 
 def test_a_search_sends_its_figures_each_round_and_closes(tmp_path):
-    seen().clear()
+    SEEN.clear()
     argv = ["search", "circle-packing-26", "--method", "mutate", "--evals", "4", "--group", "2",
-            "--run-dir", str(tmp_path / "run"), "-q", "--report-to", "tests.test_trackers:Recorder"]  # fmt: skip
+            "--run-dir", str(tmp_path / "run"), "-q", "--report-to", "tests.doubles:Recorder"]  # fmt: skip
     assert main(argv) == 0
-    assert seen()[0] == ("init", {"task": "circle-packing-26"}, 0) and seen()[-1][0] == "close"
-    logs = [(m, step) for kind, m, step in seen() if kind == "log"]
+    assert SEEN[0] == ("init", {"task": "circle-packing-26"}, 0) and SEEN[-1][0] == "close"
+    logs = [(m, step) for kind, m, step in SEEN if kind == "log"]
     assert [step for _, step in logs] == [1, 2]  # one per round, the last one sent at the end
     assert logs[-1][0]["search/evals"] == 4 and "search/best" in logs[-1][0]
 
 
 def test_each_ttt_update_is_sent_once_with_its_figures(tmp_path):
-    seen().clear()
-    r = Reporting("tests.test_trackers:Recorder", tmp_path, {"task": "t"})
+    SEEN.clear()
+    r = Reporting("tests.doubles:Recorder", tmp_path, {"task": "t"})
     update = {"k": 1, "loss": 0.5, "reward_mean": 0.25, "clip_fraction": 0.0, "kl": 0.01, "grad_norm": 2.0}
     state = SearchState(
         nodes={1: Node(id=1, status="seed", score=1.0, raw_score=1.0)},
@@ -54,7 +31,7 @@ def test_each_ttt_update_is_sent_once_with_its_figures(tmp_path):
     )
     r.send(state, 1)
     r.send(state, 2)
-    sent = [(m, step) for kind, m, step in seen() if kind == "log" and "ttt/loss" in m]
+    sent = [(m, step) for kind, m, step in SEEN if kind == "log" and "ttt/loss" in m]
     assert sent == [({"ttt/loss": 0.5, "ttt/reward_mean": 0.25, "ttt/clip_fraction": 0.0, "ttt/kl": 0.01,
                       "ttt/grad_norm": 2.0}, 1)]  # fmt: skip
 

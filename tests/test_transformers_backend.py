@@ -20,6 +20,7 @@ from arts.policy.backends.registry import BACKENDS
 from arts.policy.backends.transformers import TransformersBackend
 from arts.policy.base import Backend, BackendError, Sampling, Usage
 from arts.policy.parsing import parse_json_object
+from tests.doubles import lora, make_task
 
 PROMPT = (
     "You steer a search over programs for circle packing. Nodes: 0 (seed, score 0.96), 3 (score 1.20), "
@@ -263,12 +264,6 @@ def test_shared_prefill_samples_from_the_separate_call_distribution(embedded_bac
 # ---- training helpers and LoRA ---------------------------------------------------------------------
 
 
-def lora(r: int = 4):
-    from peft import LoraConfig
-
-    return LoraConfig(r=r, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
-
-
 def test_adapter_attach_swap_disable_without_reloading(tiny_backend, tmp_path):
     tokens = tiny_backend.tokenizer.encode(" some answer text", add_special_tokens=False)
     base = tiny_backend.logprobs("q", tokens)
@@ -334,7 +329,6 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
     executor then shares its copy); a trained bf16 scientist, asked for, is told what it costs."""
     from arts.search import run as run_module
     from arts.search.cli.main import main
-    from tests.test_search import make_task
 
     made, real = [], run_module.make_backend
     monkeypatch.setattr(
@@ -359,7 +353,6 @@ def test_the_weights_dtype_is_a_setting_of_the_search_command(tmp_path, tiny_mod
 
 def test_a_dtype_for_a_served_model_is_refused_with_the_fix(tmp_path, capsys):
     from arts.search.cli.main import main
-    from tests.test_search import make_task
 
     argv = ["search", str(make_task(tmp_path / "task")), "--run-dir", str(tmp_path / "run"),
             "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1", "--dtype", "bfloat16"]  # fmt: skip

@@ -13,7 +13,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -30,8 +29,8 @@ from arts.search.state import Node, Rollout
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ActionGroup, Trainer, weights_digest
+from tests.doubles import RuleBackend, make_task, runner, serving
 
-ROOT = Path(__file__).resolve().parent.parent
 PROMPT = [
     {"role": "system", "content": "You are a research scientist. Answer with JSON only."},
     {"role": "user", "content": "Nodes: 1 (seed, -4). Propose 4 experiments."},
@@ -366,38 +365,7 @@ def test_ttt_config_and_flags():
     assert not load_config(None, _overrides(build_parser().parse_args(["search", "t"]))).ttt.enabled
 
 
-RUNNER = """
-import sys
-sys.path.insert(0, {root!r})
-from pathlib import Path
-from arts.policy.backends.transformers import TransformersBackend
-from tests.test_search import RuleBackend
-import arts.search.run as r
-r.make_backend = lambda mc, sink, seed: (
-    TransformersBackend({tiny!r}, usage_sink=sink, seed=seed) if mc.backend == "transformers" else RuleBackend(seed, delay={delay})
-)
-from arts.search.config import SearchConfig
-cfg = SearchConfig(task={task!r}, group=4, budget={{"evals": 400, "rounds": {rounds}}},
-                   executor_model={{"backend": "rules"}}, ttt={{"enabled": True, "grpo": {{"lr": 1e-2}}}},
-                   scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640}})
-if {resume}:
-    r.resume_run(Path({run!r}))
-else:
-    r.start_run(cfg, Path({run!r}))
-"""
-
-
-def runner(tmp_path: Path, tiny: Path, rounds: int, resume: bool, delay: float = 0.0) -> list[str]:
-    code = RUNNER.format(
-        root=str(ROOT), tiny=str(tiny), task=str(tmp_path / "task"), run=str(tmp_path / "run"),
-        rounds=rounds, resume=resume, delay=delay,
-    )  # fmt: skip
-    return [sys.executable, "-c", code]
-
-
 def test_resume_after_sigkill_continues_from_the_saved_adapter(tmp_path, tiny_model_dir):
-    from tests.test_search import make_task
-
     make_task(tmp_path / "task")
     proc = subprocess.Popen(
         runner(tmp_path, tiny_model_dir, rounds=40, resume=False, delay=0.2), stdout=subprocess.PIPE,
@@ -440,8 +408,6 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
     from arts.policy.backends.transformers import TransformersBackend
     from arts.search.config import SearchConfig
     from arts.search.run import start_run
-    from tests.test_openai_backend import serving
-    from tests.test_search import RuleBackend, make_task
 
     served = TransformersBackend(str(tiny_model_dir), seed=0)
     executor, real_make = RuleBackend(), arts.search.run.make_backend
@@ -515,7 +481,6 @@ def test_real_model_ttt_search_updates_the_scientist(tmp_path):
     Invalid actions are penalised (reward -1) so that a group mixing valid and invalid actions carries
     signal even when no valid one beats the seed."""
     from arts.search.cli.main import main
-    from tests.test_search import make_task
 
     task = make_task(tmp_path / "task")
     code = main([

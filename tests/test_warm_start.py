@@ -15,7 +15,7 @@ from arts.search.state import Node, SearchState
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import Trainer
-from tests.test_search import RuleBackend, make_task
+from tests.doubles import RuleBackend, make_task
 
 
 def trained_adapter(backend, folder):
