@@ -345,7 +345,8 @@ def test_a_checkpoint_whose_update_event_was_lost_is_logged_again(tmp_path, tiny
 
 
 def test_ttt_config_and_flags():
-    from arts.search.cli.main import _overrides, build_parser
+    from arts.search.cli.main import build_parser
+    from arts.search.cli.search import overrides as _overrides
     from arts.search.config import SearchConfig, load_config
     from arts.search.run import method_of
 

@@ -1,7 +1,7 @@
 """The `arts` sub-commands on runs: `report`, `runs`, `status`, `export`, `rollouts export`, `train`, and
 `serve` (a model, normally with a run's adapter).
 
-Split from `search.cli.main`, which holds the parser and the search. Every one reads a run through
+Beside `search.cli.main` (the parser) and `search.cli.search` (the search). Every one reads a run through
 `Store.open_readonly`: a search running in that folder keeps its lock and is never blocked by them.
 """
 

@@ -1,6 +1,6 @@
 """The `arts` sub-commands about tasks: `tasks list|show|check` and `eval` (a seed or your files, in the sandbox).
 
-Split from `search.cli.main`, which holds the parser and the search. Each imports what it uses when it runs,
+Beside `search.cli.main` (the parser) and `search.cli.search` (the search). Each imports what it uses when it runs,
 so that the others start fast.
 """
 
