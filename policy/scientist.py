@@ -29,6 +29,8 @@ HYPOTHESIS_PATTERN = rf'^[A-Za-z][^{{}}"\\\n]{{7,{HYPOTHESIS_CHARS - 1}}}$'
 default wrote JSON fragments and list numbers as hypotheses ("1.3159651595}, {", "3. effect of...")."""
 DIRECTED_TAIL = 60
 """Cap on what a directed hypothesis adds after its verb and target (the value, the reason)."""
+REFINABLE_CHARS = 100
+"""A hypothesis offered for refinement is shown cut to this (`search.methods.proposals` budgets for it)."""
 SYSTEM = "You are a research scientist running experiments on a program. Answer with JSON only."
 
 
@@ -346,7 +348,7 @@ class Scientist:
         if observation_ids:
             ask += " cites: ids of observations that motivated it (may be empty)."
         if refinable:
-            shown = "\n".join(f"- h{i}: {text[:100]}" for i, text in refinable.items())
+            shown = "\n".join(f"- h{i}: {text[:REFINABLE_CHARS]}" for i, text in refinable.items())
             state += f"\n\n## Hypotheses a candidate may refine\n{shown}"
             ask += " refines: the id of the hypothesis it refines, or null."
         messages = chat(SYSTEM, f"{state}\n\n{ask}")
