@@ -144,6 +144,7 @@ def _short_flag(
         kw["choices"] = list(get_args(info.annotation))
     else:
         kw["type"] = str if _is_text(info.annotation) else parse_value
+        kw["metavar"] = flag.lstrip("-").upper().replace("-", "_")
     parser.add_argument(flag, **kw)
 
 
