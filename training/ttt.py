@@ -139,7 +139,7 @@ class Trainer:
         """A peft adapter folder a fresh run starts training from (a warm start); None: LoRA's own init."""
         if ADAPTER not in backend.adapters:
             with torch.random.fork_rng():
-                torch.manual_seed(seed)  # the LoRA init: A random, B zero (the fresh adapter is the base model)
+                torch.manual_seed(seed)  # the LoRA init: A random, B zero (a fresh adapter is the base model)
                 backend.add_adapter(ADAPTER, lora_config(config))
         self.optimizer = make_optimizer(backend.model, ADAPTER, config)
         self.k = 0
