@@ -4,7 +4,14 @@ copy works without the repository.
 DESIGN.md fixes the layering: `tasks` and `rewards` import nothing of the others, `policy` imports only
 `tasks`, `training` imports `policy` and `rewards`, `search` sits on top. Imports are read with `ast`, so
 an import inside a function counts as much as one at the top (it runs too, only later); an import under
-`if TYPE_CHECKING:` does not (it never runs).
+`if TYPE_CHECKING:` does not (it never runs). An import that goes through a package's namespace,
+`from arts.x import y` or `import arts.x.y` (which binds `arts` and reaches y as `arts.x.y`), is an edge to
+`arts.x`'s `__init__` as well as to y: a submodule that imports its siblings that way while the package's
+`__init__` imports it (to register it, say) is a cycle, and works only while the `__init__` is half run.
+`from arts.x.y import f` reads y's namespace alone: it is an edge to y only.
+
+Module sizes follow the house style (one concept per module): none over MAX_LINES, and the median over every
+module of the five packages (each `__init__.py` included) at most MEDIAN_LINES.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import ast
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import sysconfig
@@ -35,6 +43,10 @@ MAY_IMPORT = {
     "search": set(PACKAGES),
 }
 """What each package may import (DESIGN.md, "Packages")."""
+MAX_LINES = 400
+"""No module is longer (lines in the file); a longer one holds more than one concept."""
+MEDIAN_LINES = 140
+"""The median module is no longer than this."""
 
 
 def source_modules() -> dict[str, Path]:
@@ -58,7 +70,7 @@ def _is_type_checking(test: ast.expr) -> bool:
 def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> Iterator[tuple[str, int]]:
     """(imported name, line) of every import that runs, at any depth, skipping `if TYPE_CHECKING:`. A name
     is the module it loads where that is one of `known` (`from arts.x import y`: arts.x.y if y is a module,
-    else arts.x)."""
+    else arts.x), and the packages it goes through (`import arts.x.y` and `from arts.x import y`: arts.x)."""
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -66,14 +78,18 @@ def _imports(tree: ast.AST, module: str, is_package: bool, known: set[str]) -> I
             stack.extend(node.orelse)
             continue
         if isinstance(node, ast.Import):
-            yield from ((alias.name, node.lineno) for alias in node.names)
+            for alias in node.names:
+                parts = alias.name.split(".")
+                yield from ((".".join(parts[:i]), node.lineno) for i in range(len(parts), 0, -1))
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:  # relative: resolved against this module's package
                 package = module.split(".") if is_package else module.split(".")[:-1]
                 base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
             for alias in node.names:
-                yield (f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base), node.lineno
+                if f"{base}.{alias.name}" in known:
+                    yield f"{base}.{alias.name}", node.lineno
+                yield base, node.lineno
         stack.extend(ast.iter_child_nodes(node))
 
 
@@ -88,7 +104,8 @@ def import_graph() -> tuple[dict[str, dict[str, str]], list[str]]:
         for name, line in _imports(tree, module, path.name == "__init__.py", set(modules)):
             where = f"{path.relative_to(REPO)}:{line}"
             if name.split(".")[0] in PACKAGES:
-                bare.append(f"{where} imports {name!r}; write arts.{name}")
+                if not any(b.startswith(f"{where} ") for b in bare):  # once per import, not per package
+                    bare.append(f"{where} imports {name!r}; write arts.{name}")
                 continue
             while name not in modules and "." in name:  # `import arts.x.y.attr`: the module it loads
                 name = name.rsplit(".", 1)[0]
@@ -266,13 +283,48 @@ def test_a_fresh_install_works_without_the_repository(tmp_path):
     [
         ({"a": "import arts.tasks.b", "b": "def f():\n    from arts.tasks import a"}, ["arts.tasks.a", "arts.tasks.b"]),
         ({"a": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import arts.tasks.b", "b": "import arts.tasks.a"}, None),
+        ({"": "from arts.tasks import a", "a": "from arts.tasks import b", "b": ""}, ["arts.tasks", "arts.tasks.a"]),
+        ({"": "from arts.tasks import a", "a": "import arts.tasks.b", "b": ""}, ["arts.tasks", "arts.tasks.a"]),
+        ({"": "from arts.tasks.a import f", "a": "from arts.tasks.b import g", "b": ""}, None),
+        ({"": "", "a": "from arts.tasks import b", "b": "import arts.tasks.c", "c": ""}, None),
     ],
 )  # fmt: skip
-def test_the_cycle_finder_counts_function_imports_and_skips_type_checking(source, cycle):
-    trees = {f"arts.tasks.{m}": ast.parse(text) for m, text in source.items()}
+def test_the_cycle_finder_counts_function_imports_package_inits_and_skips_type_checking(source, cycle):
+    """An import through a package's namespace is an edge to its `__init__` too (key "": that `__init__`)."""
+    names = {m: ".".join(filter(None, ("arts.tasks", m))) for m in source}
+    trees = {names[m]: ast.parse(text) for m, text in source.items()}
     graph = {
-        m: {n: "" for n, _ in _imports(t, m, False, set(trees)) if n in trees and n != m}
+        m: {n: "" for n, _ in _imports(t, m, m == "arts.tasks", set(trees)) if n in trees and n != m}
         for m, t in trees.items()
     }
     found = find_cycles(graph)
     assert (found[0][1] if found else None) == cycle
+
+
+def module_lines() -> dict[str, int]:
+    """Lines in the file of every module of the five packages (`__init__.py` included)."""
+    return {m: len(path.read_text().splitlines()) for m, path in source_modules().items()}
+
+
+@pytest.mark.xfail(
+    strict=False,
+    reason="tasks/base.py and policy/backends/transformers.py are over 400 lines until they are split",
+)
+def test_no_module_is_over_the_line_limit():
+    long = {m: n for m, n in sorted(module_lines().items(), key=lambda e: -e[1]) if n > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split each along its concepts): " + ", ".join(
+        f"{m} ({n})" for m, n in long.items()
+    )
+
+
+@pytest.mark.xfail(
+    strict=False, reason="the median module is just over 140 lines until the longest modules are split"
+)
+def test_the_median_module_is_short():
+    lines = sorted(module_lines().values())
+    median = statistics.median(lines)
+    over = sum(n > MEDIAN_LINES for n in lines)
+    assert median <= MEDIAN_LINES, (
+        f"median module length {median} lines over {len(lines)} modules; at most {MEDIAN_LINES} "
+        f"({over} are longer: split the longest along their concepts)"
+    )
