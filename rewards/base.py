@@ -3,18 +3,19 @@
 A reward function turns one action's score into a float, judged against the scores observed before the
 action's group. The N actions of one GRPO group share that history, so they are held to the same bar.
 Scores arrive direction-normalised (higher is better; the caller flips minimised metrics) and `None`
-marks an invalid node. This package imports nothing from the other arts packages, so it carries its own
-copy of the project's small registry pattern (a dict plus a decorator, with a `module:attr` fallback).
+marks an invalid node. This package imports nothing from the other arts packages but the layer-neutral
+registry (`arts.tasks.registry`), which names the functions (with a `module:attr` fallback).
 Group normalisation into advantages is `rewards.advantages`; the built-in functions are `rewards.functions`.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from arts.tasks.registry import Registry
 
 
 class RewardConfig(BaseModel):
@@ -53,39 +54,18 @@ class RewardFn(Protocol):
     ) -> float: ...
 
 
-REWARDS: dict[str, RewardFn] = {}
-
-
-def register(name: str) -> Callable[[RewardFn], RewardFn]:
-    """Decorator adding a reward function to the registry under `name`."""
-
-    def deco(fn: RewardFn) -> RewardFn:
-        if name in REWARDS:
-            raise ValueError(f"reward {name!r} is registered twice")
-        REWARDS[name] = fn
-        return fn
-
-    return deco
-
-
-def reward_names() -> list[str]:
-    return sorted(REWARDS)
+REWARDS: Registry[RewardFn] = Registry("reward")
+register = REWARDS.register
+"""Decorator adding a reward function to the registry under `name`."""
+reward_names = REWARDS.names
 
 
 def get_reward(name: str) -> RewardFn:
     """The registered function, or `module:attr` imported on demand; KeyError lists the known names."""
-    if name in REWARDS:
-        return REWARDS[name]
-    if ":" in name:
-        module, _, attr = name.partition(":")
-        try:
-            fn = getattr(importlib.import_module(module), attr)
-        except (ImportError, AttributeError) as e:
-            raise KeyError(f"cannot import reward {name!r}: {e}; check the module is on sys.path") from None
-        if not callable(fn):
-            raise KeyError(f"reward {name!r} is not callable")
-        return fn
-    raise KeyError(f"unknown reward {name!r}; known: {', '.join(reward_names())} (or give module:attr)")
+    fn = REWARDS.get(name)
+    if not callable(fn):
+        raise KeyError(f"reward {name!r} is not callable; give a function with the RewardFn signature")
+    return fn
 
 
 def compute_reward(
