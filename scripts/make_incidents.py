@@ -21,6 +21,11 @@ task.toml, statement.md and the grader's text in make_hidden.py (which holds the
 script reads the salt from there and copies those files when it writes a case elsewhere.
 
     .venv/bin/python scripts/make_incidents.py [--seed 54] [--incidents 4] [--out tasks/builtin/incident-rca]
+                                               [--truth-out truth.json]
+
+`--truth-out` writes the plain truth (incident -> root_service, fault) to a file of its own, outside the task
+folder, so that tests/test_incident_rca.py can score answers on a regenerated case without importing this
+script.
 """
 
 from __future__ import annotations
@@ -395,8 +400,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--seed", type=int, default=DEFAULT_SEED, help="case seed; incident k uses seed*1000+k")
     p.add_argument("--incidents", type=int, default=4, help="how many incidents the case holds")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="task directory to (re)write")
+    p.add_argument("--truth-out", type=Path, help="also write the plain truth here (keep it out of --out)")
     args = p.parse_args(argv)
+    if args.truth_out is not None and args.truth_out.resolve().is_relative_to(args.out.resolve()):
+        p.error(f"--truth-out {args.truth_out} is inside --out {args.out}: the truth would be task material")
     case = write_case(args.out, args.seed, args.incidents)
+    if args.truth_out is not None:
+        truth = {i.id: {"root_service": i.root, "fault": i.fault} for i in case}
+        args.truth_out.write_text(json.dumps(truth, indent=2) + "\n")
     print(f"wrote {args.out}: {', '.join(f'{i.id} ({len(i.calls)} services)' for i in case)}")
 
 

@@ -3,6 +3,8 @@ generator (a simple heuristic scores about half, a careful reader everything) an
 
 The careful reader here is rules over the material only: the root is the service whose anomaly starts first
 once batch-job windows from changes.csv are set aside, and the fault is the signature line in its log.
+The generator (scripts/make_incidents.py) and the heuristic (scripts/rca_heuristic.py) are run as the
+commands they are; `--truth-out` gives the truth of a generated case.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import csv
 import json
 import statistics
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,42 +21,85 @@ import pytest
 
 from arts.tasks.base import BUILTIN_DIR, Task, TaskError, load_task
 from arts.tasks.evaluate import run_evaluation
-from scripts.incident_world import ALL_SERVICES, FAULTS, SIGNATURES
-from scripts.make_incidents import (
-    DEFAULT_OUT,
-    DEFAULT_SEED,
-    generate_incident,
-    write_case,
-    write_incident,
-)
-from scripts.rca_heuristic import diagnose_case, diagnose_incident
-from scripts.rca_heuristic import main as heuristic_main
 
-SEEDS = range(100, 160)
-"""Generator seeds for the calibration checks (the committed case uses DEFAULT_SEED * 1000 + k)."""
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+COMMITTED = BUILTIN_DIR / "incident-rca"
+SIGNATURES = {
+    "cpu_saturation": "cpu throttled",
+    "memory_leak": "oomkilled",
+    "bad_deploy": "unhandled exception",
+    "connection_pool_exhausted": "timeout acquiring connection from pool",
+    "disk_full": "no space left on device",
+    "network_partition": "no route to host",
+}
+"""The world's faults, in the answer schema's order, and the lower-case phrase each leaves in its root's log
+and nowhere else in the incident (what the careful reader looks for)."""
+FAULTS = tuple(SIGNATURES)
+CALIBRATION = 60
+"""Incidents generated for the calibration checks (`--seed 0`: seeds 1..60, none of the committed case's)."""
+
+
+def generate(out: Path, *args: str) -> dict[str, dict[str, str]]:
+    """`make_incidents.py --out out` with `args`: the case's truth, incident -> root_service and fault."""
+    truth = out.parent / f"{out.name}-truth.json"
+    cmd = [sys.executable, str(SCRIPTS / "make_incidents.py"), "--out", str(out), "--truth-out", str(truth)]
+    subprocess.run([*cmd, *args], check=True, capture_output=True, timeout=300)
+    return json.loads(truth.read_text())
+
+
+def heuristic(case_dir: Path | None, out: Path) -> dict:
+    """`rca_heuristic.py`'s answer.json on a case folder (None: its default, the committed case)."""
+    args = [] if case_dir is None else ["--task", str(case_dir)]
+    cmd = [sys.executable, str(SCRIPTS / "rca_heuristic.py"), *args, "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    return json.loads(out.read_text())
 
 
 @pytest.fixture(scope="module")
 def task() -> Task:
-    return load_task(BUILTIN_DIR / "incident-rca")
+    return load_task(COMMITTED)
 
 
 @pytest.fixture(scope="module")
-def case():
-    return [generate_incident(DEFAULT_SEED * 1000 + k, f"i{k}") for k in range(1, 5)]
+def regenerated(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
+    """The committed case made anew from its default seed: (folder, truth)."""
+    out = tmp_path_factory.mktemp("regenerated") / "case"
+    return out, generate(out)
 
 
-def _truth_answer(case) -> dict:
+@pytest.fixture(scope="module")
+def case(regenerated) -> dict[str, dict[str, str]]:
+    """The committed case's truth (the regenerated case is the committed one, byte for byte: tested below)."""
+    return regenerated[1]
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
+    """CALIBRATION generated incidents: (case folder, truth)."""
+    out = tmp_path_factory.mktemp("calibration") / "case"
+    return out, generate(out, "--seed", "0", "--incidents", str(CALIBRATION))
+
+
+def _services(incident: Path) -> list[str]:
+    return sorted(json.loads((incident / "graph.json").read_text())["calls"])
+
+
+def _truth_answer(case: dict) -> dict:
     return {
         "incidents": {
-            i.id: {"root_service": i.root, "fault": i.fault, "ruled_out": [], "evidence": "first anomaly"}
-            for i in case
+            i: {
+                "root_service": t["root_service"],
+                "fault": t["fault"],
+                "ruled_out": [],
+                "evidence": "first anomaly",
+            }
+            for i, t in case.items()
         }
     }
 
 
-def _score(answer: dict, incident) -> float:
-    return 0.5 * (answer["root_service"] == incident.root) + 0.5 * (answer["fault"] == incident.fault)
+def _score(answer: dict, truth: dict) -> float:
+    return 0.5 * (answer["root_service"] == truth["root_service"]) + 0.5 * (answer["fault"] == truth["fault"])
 
 
 # ---- the task and its [answer] contract ----
@@ -66,7 +113,7 @@ def test_task_loads_seedless_with_its_answer_schema(task: Task, case):
     assert incidents["required"] == ["i1", "i2", "i3", "i4"]
     diagnosis = incidents["properties"]["i1"]
     assert diagnosis["properties"]["fault"]["enum"] == list(FAULTS)
-    services = sorted({s for i in case for s in i.calls})
+    services = sorted({s for i in case for s in _services(task.root / "incidents" / i)})
     assert diagnosis["properties"]["root_service"]["enum"] == services
     assert diagnosis["properties"]["ruled_out"]["maxItems"] == 3
     assert diagnosis["properties"]["evidence"]["maxLength"] == 160
@@ -139,10 +186,12 @@ def test_grader_scores_the_truth_one_and_a_wrong_answer_zero(task: Task, case, t
     right = _grade(task, json.dumps(_truth_answer(case)), tmp_path / "right")
     assert right.valid and right.score == 1.0 and right.metrics["i3_fault"] == 1.0
     wrong = _truth_answer(case)
-    for i in case:
-        d = wrong["incidents"][i.id]
-        d["root_service"] = next(s for s in i.services if s != i.root)
-        d["fault"] = next(f for f in FAULTS if f != i.fault)
+    for i, truth in case.items():
+        d = wrong["incidents"][i]
+        d["root_service"] = next(
+            s for s in _services(task.root / "incidents" / i) if s != truth["root_service"]
+        )
+        d["fault"] = next(f for f in FAULTS if f != truth["fault"])
     result = _grade(task, json.dumps(wrong), tmp_path / "wrong")
     assert result.valid and result.score == 0.0 and "0/4 root services" in result.message
     assert not (tmp_path / "wrong" / "grader").exists()  # hidden files leave with the run
@@ -172,7 +221,8 @@ def test_grader_calls_a_malformed_answer_invalid_and_says_why(task: Task, case, 
 
 def test_truth_file_reveals_nothing_and_the_material_holds_no_truth(task: Task):
     truth = (task.hidden_root / "grader" / "truth.json").read_text()
-    assert not any(name in truth for name in (*ALL_SERVICES, *FAULTS))
+    services = {s for i in (task.root / "incidents").iterdir() for s in _services(i)}
+    assert not any(name in truth for name in (*services, *FAULTS))
     material = [str(p) for p in task.material_files()]
     assert material and not any("truth" in p or p.startswith("grader") for p in material)
     for rel in material:
@@ -217,50 +267,66 @@ def _careful(incident: Path) -> tuple[str | None, str | None]:
     return first[0], faults[0] if len(faults) == 1 else None
 
 
-def test_heuristic_scores_about_half_while_a_careful_reader_scores_all(tmp_path: Path):
-    heuristic, careful = [], []
-    for seed in SEEDS:
-        incident = generate_incident(seed)
-        write_incident(incident, tmp_path / str(seed))
-        heuristic.append(_score(diagnose_incident(tmp_path / str(seed)), incident))
-        root, fault = _careful(tmp_path / str(seed))
-        careful.append(_score({"root_service": root, "fault": fault}, incident))
-    assert 0.3 <= statistics.mean(heuristic) <= 0.7
-    assert careful == [1.0] * len(SEEDS)
+def test_heuristic_scores_about_half_while_a_careful_reader_scores_all(calibration, tmp_path: Path):
+    folder, truth = calibration
+    answer = heuristic(folder, tmp_path / "answer.json")["incidents"]
+    assert len(truth) == CALIBRATION
+    scores = [_score(answer[i], t) for i, t in truth.items()]
+    careful = []
+    for i, t in truth.items():
+        root, fault = _careful(folder / "incidents" / i)
+        careful.append(_score({"root_service": root, "fault": fault}, t))
+    assert 0.3 <= statistics.mean(scores) <= 0.7
+    assert careful == [1.0] * CALIBRATION
 
 
-def test_each_signature_is_in_the_root_log_of_its_fault_only():
-    for seed in SEEDS:
-        incident = generate_incident(seed)
-        for service, lines in incident.logs.items():
-            text = "\n".join(lines).lower()
+def test_each_signature_is_in_the_root_log_of_its_fault_only(calibration):
+    folder, truth = calibration
+    for i, t in truth.items():
+        for log in sorted((folder / "incidents" / i / "logs").iterdir()):
+            text = log.read_text().lower()
             found = [f for f, signature in SIGNATURES.items() if signature in text]
-            assert found == ([incident.fault] if service == incident.root else []), (seed, service)
+            assert found == ([t["fault"]] if log.stem == t["root_service"] else []), (i, log.stem)
 
 
-def test_heuristic_answer_follows_the_schema_on_the_committed_case(task: Task, case, tmp_path: Path):
-    answer = diagnose_case(task.root)
-    expected = statistics.mean(_score(answer["incidents"][i.id], i) for i in case)
-    result = _grade(task, json.dumps(answer), tmp_path)
+def test_heuristic_cli_answers_the_committed_case_as_its_schema_says(task: Task, case, tmp_path: Path):
+    answer = heuristic(None, tmp_path / "answer.json")
+    assert set(answer["incidents"]) == {"i1", "i2", "i3", "i4"}
+    expected = statistics.mean(_score(answer["incidents"][i], t) for i, t in case.items())
+    result = _grade(task, json.dumps(answer), tmp_path / "run")
     assert result.valid and result.score == pytest.approx(expected)
-
-
-def test_heuristic_cli_writes_answer_json(tmp_path: Path):
-    heuristic_main(["--out", str(tmp_path / "answer.json")])
-    assert set(json.loads((tmp_path / "answer.json").read_text())["incidents"]) == {"i1", "i2", "i3", "i4"}
 
 
 # ---- reproducibility ----
 
 
-def test_regenerating_from_the_committed_seed_reproduces_the_case_byte_for_byte(tmp_path: Path):
-    write_case(tmp_path, DEFAULT_SEED, incidents=4)
-    made = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
-    committed = sorted(
-        p.relative_to(DEFAULT_OUT)
-        for p in DEFAULT_OUT.rglob("*")
+def _files(folder: Path) -> dict[Path, bytes]:
+    return {
+        p.relative_to(folder): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
         if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_regenerating_from_the_committed_seed_reproduces_the_case_byte_for_byte(regenerated):
+    made, committed = _files(regenerated[0]), _files(COMMITTED)
+    assert sorted(made) == sorted(committed)
+    assert [rel for rel in made if made[rel] != committed[rel]] == []
+
+
+def test_a_seed_makes_one_case_and_another_seed_another(tmp_path: Path):
+    cases = {name: generate(tmp_path / name, "--seed", seed, "--incidents", "1") for name, seed in
+             (("a", "5"), ("b", "5"), ("c", "6"))}  # fmt: skip
+    assert cases["a"] == cases["b"] and _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert _files(tmp_path / "a") != _files(tmp_path / "c")
+
+
+def test_the_truth_may_not_be_written_into_the_task_folder(tmp_path: Path):
+    cmd = [sys.executable, str(SCRIPTS / "make_incidents.py"), "--out", str(tmp_path), "--truth-out",
+           str(tmp_path / "truth.json")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert (
+        out.returncode == 2
+        and "would be task material" in out.stderr
+        and not (tmp_path / "truth.json").exists()
     )
-    assert made == committed
-    assert all((tmp_path / rel).read_bytes() == (DEFAULT_OUT / rel).read_bytes() for rel in made)
-    assert generate_incident(5) == generate_incident(5) and generate_incident(5) != generate_incident(6)
