@@ -7,38 +7,16 @@ size (the prompt must stop growing past the budget) and store writes.
 from __future__ import annotations
 
 import argparse
-import random
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from arts.search.render import RenderConfig, render_state
-from arts.search.state import Insight, Node, SearchState
-from arts.search.store import Store
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, `tests.` still imports
 
-
-def tree(n: int, seed: int = 0) -> SearchState:
-    rng = random.Random(seed)
-    s = SearchState(
-        nodes={1: Node(id=1, status="seed", score=1.0, raw_score=1.0, files={"solution.py": "X = 1\n" * 50})}
-    )
-    for i in range(2, n + 1):
-        ok = rng.random() < 0.7
-        score = rng.random() * 3 if ok else None
-        s.nodes[i] = Node(
-            id=i,
-            parent=rng.randint(1, i - 1),
-            depth=1,
-            hypothesis=f"variant {i} " * 8,
-            axis=f"axis {i % 41}",
-            status="valid" if ok else "invalid",
-            score=score,
-            raw_score=score,
-            reason="" if ok else "exit status 1: ValueError",
-            files={"solution.py": "X = 1\n" * 50},
-        )
-        s.insights[i] = Insight(id=i, text=f"insight {i} " * 6, node=i)
-    return s
+from arts.search.render import RenderConfig, render_state  # noqa: E402
+from arts.search.store import Store  # noqa: E402
+from tests.doubles import tree  # noqa: E402  (the synthetic tree tests/test_render.py checks)
 
 
 def main(argv: list[str] | None = None) -> None:

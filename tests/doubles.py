@@ -23,6 +23,7 @@ from arts.tasks.base import Task, load_task
 
 if TYPE_CHECKING:  # the search stack is imported where a helper runs one, so task tests need none of it
     from arts.search.config import SearchConfig
+    from arts.search.state import SearchState
 
 ROOT = Path(__file__).resolve().parent.parent
 """The repository root (a subprocess puts it on sys.path to import `tests.doubles`)."""
@@ -350,6 +351,34 @@ class SwapRules:
             "op": "swap_call",
             "to": next((t for t in self.PREFER if t in menu), menu[0]),
         }
+
+
+def tree(n: int, seed: int = 0) -> SearchState:
+    """A synthetic SearchState of `n` nodes (70% valid, random parents, an insight each): what prompt rendering
+    is measured and tested on (scripts/bench_harness.py uses the same one)."""
+    from arts.search.state import Insight, Node, SearchState
+
+    rng = random.Random(seed)
+    s = SearchState(
+        nodes={1: Node(id=1, status="seed", score=1.0, raw_score=1.0, files={"solution.py": "X = 1\n" * 50})}
+    )
+    for i in range(2, n + 1):
+        ok = rng.random() < 0.7
+        score = rng.random() * 3 if ok else None
+        s.nodes[i] = Node(
+            id=i,
+            parent=rng.randint(1, i - 1),
+            depth=1,
+            hypothesis=f"variant {i} " * 8,
+            axis=f"axis {i % 41}",
+            status="valid" if ok else "invalid",
+            score=score,
+            raw_score=score,
+            reason="" if ok else "exit status 1: ValueError",
+            files={"solution.py": "X = 1\n" * 50},
+        )
+        s.insights[i] = Insight(id=i, text=f"insight {i} " * 6, node=i)
+    return s
 
 
 # ---- scripted backends --------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from arts.search.render import RenderConfig, render_state
 from arts.search.state import Node, SearchState
-from scripts.bench_harness import tree as _tree  # the same synthetic tree the benchmark measures
+from tests.doubles import tree as _tree  # the same synthetic tree the benchmark measures
 
 
 def count(text: str) -> int:
