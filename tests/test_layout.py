@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import statistics
 import subprocess
@@ -201,6 +202,30 @@ def test_the_neutral_modules_import_nothing_of_arts():
     graph, _ = import_graph()
     wrong = {m: sorted(graph[m]) for m in sorted(NEUTRAL) if graph[m]}
     assert not wrong, f"a layer-neutral module (NEUTRAL) imports arts modules; move those out: {wrong}"
+
+
+def test_tests_import_no_test_module_and_no_script():
+    """Shared test helpers live in tests/doubles.py (fixtures in conftest.py): a test module imported by
+    another runs under two names (two module objects, two copies of its globals); scripts/ is not installed,
+    so a test runs a script as a command instead of importing it."""
+    wrong = []
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                names = re.findall(
+                    r"\btests\.test_\w+", node.value
+                )  # code run in a subprocess, `module:attr`
+            for name in names:
+                if name.startswith(("tests.test_", "test_", "scripts.")) or name == "scripts":
+                    wrong.append(f"{path.relative_to(REPO)}:{node.lineno} imports {name}")
+    assert not wrong, "import shared helpers from tests.doubles, run scripts as commands:\n" + "\n".join(
+        wrong
+    )
 
 
 def test_every_package_folder_is_installed():
