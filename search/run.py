@@ -134,7 +134,14 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         local = resolve_dtype(ModelConfig(model=cfg.ttt.trainer_model or cfg.scientist_model.model), True)
         trainer_backend, serving = make_backend(local, lambda u: None, cfg.seed), scientist
     warm = Path(cfg.scientist.adapter) if cfg.scientist.adapter else None
-    trainer = Trainer(trainer_backend, cfg.ttt.grpo, run.ledger.store.run_dir, init=warm, seed=cfg.seed)
+    trainer = Trainer(
+        trainer_backend,
+        cfg.ttt.grpo,
+        run.ledger.store.run_dir,
+        init=warm,
+        temperature=cfg.scientist.temperature,
+        seed=cfg.seed,
+    )
     learning = Learning(
         trainer,
         run.ledger,
@@ -164,9 +171,33 @@ def start_run(cfg: SearchConfig, run_dir: Path | None = None, log: Callable[[str
     tmp.write_text(to_toml(cfg))
     tmp.replace(run_dir / "config.toml")
     log(f"run: {run_dir}  task {task.name}  method {cfg.method}  profile {cfg.profile}")
+    if note := ttt_budget_note(cfg, task.config.kind):
+        log(note)
     log_isolation(log)
     with Store.open(run_dir) as store:
         return run_search(*build_run(cfg, store, log))
+
+
+def ttt_budget_note(cfg: SearchConfig, kind: str) -> str | None:
+    """A warning when a --ttt run's budget cannot give one update (None when it can): the first update comes
+    after `update_every` rounds, each spending at least `group` evaluations on an optimize task."""
+    if not cfg.ttt.enabled:
+        return None
+    every, group, rounds = cfg.ttt.grpo.update_every, cfg.group, cfg.budget.round_cap(kind)
+    if rounds < every:
+        return (
+            f"warning: --ttt will not train: the run stops after {rounds} round(s) and the first update comes "
+            f"after ttt.grpo.update_every={every}; raise --rounds to at least {every} or lower --update-every"
+        )
+    needed = every * group
+    if kind == "optimize" and cfg.budget.evals < needed:
+        return (
+            f"warning: --ttt will not train: one update needs {every} round(s) (ttt.grpo.update_every) of "
+            f"{group} evaluations (--group), at least {needed} evaluations, and the budget is "
+            f"{cfg.budget.evals}; raise --evals to {needed} or more (several updates need several times that), "
+            "or lower --group or --update-every"
+        )
+    return None
 
 
 def log_isolation(log: Callable[[str], None]) -> None:

@@ -8,11 +8,13 @@ import math
 import torch
 from transformers import AutoTokenizer
 
+from arts.policy.backends import decoding
+from arts.policy.scientist import Scientist, ScientistConfig
 from arts.policy.spans import item_spans, token_spans
 from arts.training.grpo import GRPOConfig
-from arts.training.logprobs import target_logprobs
-from arts.training.ttt import ActionGroup, Trainer
-from tests.doubles import sampled_proposal
+from arts.training.logprobs import adapter_scope, target_logprobs
+from arts.training.ttt import ADAPTER, ActionGroup, Trainer
+from tests.doubles import STATE, sampled_proposal
 
 
 def test_item_spans_finds_each_complete_candidate_and_drops_a_cut_off_one():
@@ -70,3 +72,42 @@ def test_a_reward_raises_the_drawn_candidates_own_tokens(tmp_path, tiny_backend)
     after = trainer.proposal_logprobs(prop.messages, prop.json_schema, sampled)
     s, e = spans[0]
     assert sum(after[s:e]) > sum(before[s:e]) + 0.1
+
+
+def test_old_logprobs_are_the_sampling_policys_at_the_default_temperature(
+    tmp_path, tiny_backend, monkeypatch
+):
+    """The scientist samples at its default temperature (not 1): the log-prob the trainer stores for a drawn
+    token, and the one the update recomputes, are those of the distribution the sampler drew it from."""
+    temperature = ScientistConfig().temperature
+    assert temperature != 1.0
+    drawn: list[float] = []
+    choose = decoding.choose_tokens
+
+    def recording(logits, temp, top_p, generator):  # the masked logits the sampler draws from
+        chosen = choose(logits, temp, top_p, generator)
+        drawn.extend(torch.log_softmax(logits / temp, -1).gather(1, chosen[:, None]).squeeze(1).tolist())
+        return chosen
+
+    monkeypatch.setattr(decoding, "choose_tokens", recording)
+    tiny_backend.jump_forward = False  # every token comes from the sampler (forced runs do not)
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run", temperature=temperature)
+    trainer.start()
+    scientist = Scientist(tiny_backend, ScientistConfig(candidates=3, max_tokens=400), adapter=ADAPTER)
+    prop = scientist.propose(STATE, [1, 2], tail=False, seed=7)
+    sampled = prop.completion.token_ids
+    assert prop.spans and len(drawn) == len(sampled)
+    stored = trainer.proposal_logprobs(prop.messages, prop.json_schema, sampled)
+    assert max(abs(a - b) for a, b in zip(stored, drawn)) < 1e-4
+    at_one = Trainer(tiny_backend, GRPOConfig(), tmp_path / "one").proposal_logprobs(
+        prop.messages, prop.json_schema, sampled
+    )
+    assert max(abs(a - b) for a, b in zip(at_one, drawn)) > 1e-2  # temperature 1 is another policy
+    old = [stored[s:e] for s, e in prop.spans]
+    g = ActionGroup(prop.messages, prop.json_schema, ["a"] * len(old), [1.0, 0.0, 0.0][: len(old)], old,
+                    sampled, prop.spans)  # fmt: skip
+    built = trainer._group(g)
+    with torch.no_grad(), adapter_scope(tiny_backend.model, ADAPTER):
+        new, _ = target_logprobs(tiny_backend.model, built.prompt_ids, built.targets, 0, trainer.temperature)
+    for row, (s, e) in enumerate(prop.spans):
+        assert max(abs(n - o) for n, o in zip(new[row, s:e].tolist(), old[row])) < 1e-4

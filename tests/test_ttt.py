@@ -118,7 +118,7 @@ def test_equal_rewards_change_nothing_and_save_nothing(tmp_path, tiny_backend):
 
 
 def test_a_reward_raises_the_probability_of_the_rewarded_action(tmp_path, tiny_backend):
-    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2, steps=1), tmp_path / "run")
     trainer.start()
     start = [sum(v) for v in trainer.old_logprobs(PROMPT, SCHEMA, ACTIONS)]
     for _ in range(3):

@@ -4,7 +4,8 @@ A better best score under training could come from a different tree rather than 
 asks the policy itself, on data it was never trained on. Every rollout of a TTT run was sampled under the
 adapter in force at its round, which was trained only on earlier rounds; its reward came later. For each
 such action, the shift is its log-probability under that adapter minus under the base model (the adapter
-switched off), both summed over the action's own tokens under the same prompt and grammar mask. If the
+switched off), both summed over the action's own tokens under the same prompt, grammar mask and sampling
+temperature (the trainer's: the stored log-prob was taken at it). If the
 adapter learned something that carries over, it raised the better action of a group more than the worse
 one. Over every pair of actions of one group with different rewards:
 
@@ -127,31 +128,35 @@ def base_model(model: Any) -> Iterator[None]:
 
 def base_span_logprobs(
     backend: Any, prompt: list[dict[str, Any]], json_schema: dict[str, Any], tokens: list[int],
-    spans: list[tuple[int, int]],
+    spans: list[tuple[int, int]], temperature: float = 1.0,
 ) -> list[float] | None:  # fmt: skip
-    """Summed log-prob of each span of one sampled proposal under the base model and the proposal's
-    grammar; None when the grammar rejects the tokens."""
+    """Summed log-prob of each span of one sampled proposal under the base model, the proposal's grammar
+    and `temperature` (the trainer's, so that it compares with the stored old log-probs); None when the
+    grammar rejects the tokens."""
     targets = span_targets(backend, json_schema, tokens, [(0, len(tokens))])
     if targets is None:
         return None
-    values = _score(backend, prompt, targets)[0]
+    values = _score(backend, prompt, targets, temperature)[0]
     return [math.fsum(values[s:e]) for s, e in spans]
 
 
 def base_text_logprobs(
-    backend: Any, prompt: list[dict[str, Any]], json_schema: dict[str, Any] | None, actions: list[str]
-) -> list[float | None]:
-    """Summed log-prob of each single-action text under the base model (a served scientist's rollouts, which
-    carry no tokens); None for a text the grammar rejects."""
+    backend: Any, prompt: list[dict[str, Any]], json_schema: dict[str, Any] | None, actions: list[str],
+    temperature: float = 1.0,
+) -> list[float | None]:  # fmt: skip
+    """Summed log-prob of each single-action text under the base model at `temperature` (a served
+    scientist's rollouts, which carry no tokens); None for a text the grammar rejects."""
     texts = [grammar_text(a) for a in actions]
     targets = build_targets(backend, action_schema(json_schema, texts[0]), texts)
     ok = [t for t in targets if t is not None]
-    values = iter(_score(backend, prompt, ok) if ok else [])
+    values = iter(_score(backend, prompt, ok, temperature) if ok else [])
     return [math.fsum(next(values)) if t is not None else None for t in targets]
 
 
-def _score(backend: Any, prompt: list[dict[str, Any]], targets: list) -> list[list[float]]:
+def _score(
+    backend: Any, prompt: list[dict[str, Any]], targets: list, temperature: float
+) -> list[list[float]]:
     tok = backend.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     with base_model(backend.model):
-        return score_targets(backend.model, backend.encode_prompt(prompt), targets, pad)
+        return score_targets(backend.model, backend.encode_prompt(prompt), targets, pad, temperature)

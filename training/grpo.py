@@ -4,8 +4,10 @@ A group is the N actions drawn from one state prompt. Each action's reward is no
 group (`rewards.group_advantages`), so what the state alone explains cancels; a group whose rewards are
 all equal carries no signal and is skipped. The loss is the clipped-ratio objective, per action token:
 `-min(r A, clip(r, 1-eps, 1+eps_high) A)` with `r = exp(new - old)`, both log-probs taken under the
-same grammar mask, averaged over the group's action tokens; an optional KL penalty to the base model
-is computed by disabling the adapter (no second model copy).
+same grammar mask and sampling temperature, averaged over the group's action tokens. An update takes
+several optimizer steps on the same groups (so the ratio leaves 1 and clipping acts), and stops early
+once the adapter's KL to the sampling policy passes a bound; the KL to the base model (the adapter
+disabled, no second model copy, computed once per update) is always measured and optionally penalised.
 
 Why not TRL's `GRPOTrainer`: it samples the completions itself and calls the reward inside its step,
 while here the reward is an experiment the search runs between sampling and training, and the
@@ -49,9 +51,7 @@ class GRPOConfig(BaseModel):
     target_modules: str | list[str] = "all-linear"
     """Layers that get LoRA: peft's "all-linear" (every linear layer but the output head) or names."""
     lr: float = Field(2e-4, gt=0, le=1e-2)
-    """AdamW learning rate. Test-time training makes one step per update on a handful of actions, so it
-    sits at the high end of usual LoRA rates; 2e-4 moved the rewarded action's log-prob on the
-    embedded model within 3 updates (tests/test_grpo.py)."""
+    """AdamW learning rate (chosen with `steps` and `lora_rank` by the sweep in docs/ttt-sweep.md)."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW weight decay (0: an adapter only moves where rewards say so)."""
     clip_eps: float = Field(0.2, gt=0, lt=1)
@@ -62,9 +62,12 @@ class GRPOConfig(BaseModel):
     """Weight of the per-token KL penalty to the base model (the adapter disabled); 0 turns it off."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
-    epochs: int = Field(1, ge=1, le=16)
-    """Passes over the collected groups per update (one optimizer step each; ratios leave 1 after the
-    first, which is where clipping starts to act)."""
+    steps: int = Field(4, ge=1, le=64)
+    """Optimizer steps per update, each on every group collected since the previous update. The ratio to
+    the sampling policy leaves 1 after the first step, which is where clipping starts to act."""
+    kl_max: float | None = Field(0.05, gt=0)
+    """Stop an update's steps once the mean per-token KL (k3) of the adapter to the policy that sampled its
+    groups exceeds this (a trust region per update, as PPO's target KL); None: always `steps` steps."""
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Clip the adapter's gradient norm to this; None leaves it unclipped."""
 
@@ -91,7 +94,7 @@ class UpdateStats(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     loss: float = 0.0
-    """Mean loss over the used groups and epochs (0 when nothing was trained)."""
+    """Mean loss over the used groups and steps (0 when nothing was trained)."""
     reward_mean: float = 0.0
     """Mean reward over every action of every group given (used or skipped)."""
     groups_used: int = 0
@@ -100,12 +103,25 @@ class UpdateStats(BaseModel):
     samples: int = 0
     """Actions in the used groups."""
     tokens: int = 0
-    """Action tokens trained on, per epoch."""
+    """Action tokens trained on, per step."""
+    steps: int = 0
+    """Optimizer steps taken (`steps` of the config, fewer when the KL bound stopped them)."""
+    kl_stop: bool = False
+    """The KL bound (`kl_max`) ended the steps early."""
     clip_fraction: float = 0.0
-    """Share of action tokens whose ratio was clipped (0 in the first epoch: the ratio is 1 there)."""
+    """Share of action tokens, over the steps taken, whose ratio was clipped (none in the first step: the
+    ratio is 1 there)."""
     kl: float = 0.0
-    """Mean per-token KL (k3 estimate) of the adapter to the base model on the groups' action tokens: always
-    measured, as the drift diagnostic; part of the loss only when kl_coef > 0."""
+    """Mean per-token KL (k3 estimate) of the adapter after the update to the base model, on the groups'
+    action tokens: the drift, always measured; part of the loss only when kl_coef > 0."""
+    kl_old: float = 0.0
+    """The same to the policy that sampled the groups (the adapter before the update): how far one
+    update moved."""
+    entropy_before: float = 0.0
+    """Mean per-token entropy (nats) of the sampling distribution (grammar mask, temperature) at the
+    action tokens before the update."""
+    entropy: float = 0.0
+    """The same after the update: a collapse towards 0 means the scientist stopped exploring."""
     grad_norm: float = 0.0
     """Gradient norm before clipping, at the last step."""
     seconds: float = 0.0
@@ -166,32 +182,23 @@ def make_optimizer(model: Any, adapter: str, config: GRPOConfig) -> torch.optim.
 
 
 def group_loss(
-    model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The clipped-ratio loss of one group, averaged over its action tokens, and its diagnostics."""
+    model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int,
+    ref: torch.Tensor, temperature: float = 1.0,
+) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
+    """The clipped-ratio loss of one group, averaged over its action tokens, and its diagnostics
+    (`measure`'s sums). `ref`: the group's log-probs under the base model (`reference`)."""
     import torch
 
-    from arts.training.logprobs import loss_mask, target_logprobs
-
-    new, valid = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
-    mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
-    old = torch.zeros_like(new)
-    for row, (t, values) in enumerate(zip(group.targets, group.old_logprobs)):
-        start, end = t.trained
-        old[row, start:end] = torch.tensor(values, dtype=new.dtype)
+    new, mask, old, entropy = _scored(model, group, pad_id, temperature)
     adv = torch.tensor(advantages, dtype=new.dtype, device=new.device)[:, None]
     ratio = torch.exp(new - old)
     high = config.clip_eps_high if config.clip_eps_high is not None else config.clip_eps
     clipped = ratio.clamp(1 - config.clip_eps, 1 + high)
     per_token = -torch.min(ratio * adv, clipped * adv)
-    info = {"clipped": float(((ratio != clipped) & mask).sum()), "tokens": float(mask.sum()), "kl": 0.0}
-    with torch.no_grad(), model.disable_adapter():
-        ref, _ = target_logprobs(model, group.prompt_ids, group.targets, pad_id)
-    delta = (ref - new).masked_fill(~mask, 0.0)  # padding's log-probs are not finite
-    kl = torch.exp(delta) - delta - 1  # k3 estimator, as TRL's GRPO
-    info["kl"] = float((kl.detach() * mask).sum())
+    info = _sums(new.detach(), old, ref, mask, entropy)
+    info["clipped"] = float(((ratio != clipped) & mask).sum())
     if config.kl_coef > 0:
-        per_token = per_token + config.kl_coef * kl
+        per_token = per_token + config.kl_coef * _k3(ref - new, mask)
     loss = (per_token * mask).sum() / mask.sum()
     if not torch.isfinite(loss):
         raise FloatingPointError(
@@ -201,12 +208,79 @@ def group_loss(
     return loss, info
 
 
-def grpo_update(
-    model: Any, tokenizer: Any, groups: list[Group], config: GRPOConfig, optimizer: torch.optim.Optimizer
-) -> UpdateStats:
-    """One GRPO update: `config.epochs` optimizer steps, each accumulating every usable group's loss.
+def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -> torch.Tensor:
+    """The group's per-token log-probs under the base model (every adapter off): the KL's reference,
+    computed once per update, since the base does not move."""
+    import torch
 
-    `model` is the peft model with the trained adapter active; `tokenizer` gives the padding id.
+    from arts.training.logprobs import target_logprobs
+
+    with torch.no_grad(), model.disable_adapter():
+        return target_logprobs(model, group.prompt_ids, group.targets, pad_id, temperature)[0]
+
+
+def measure(
+    model: Any, group: Group, pad_id: int, ref: torch.Tensor, temperature: float = 1.0
+) -> dict[str, float]:
+    """Sums over the group's action tokens under the weights now: KL to the base and to the old policy
+    (k3), entropy, and the token count."""
+    import torch
+
+    with torch.no_grad():
+        new, mask, old, entropy = _scored(model, group, pad_id, temperature)
+    return _sums(new, old, ref, mask, entropy)
+
+
+def _scored(
+    model: Any, group: Group, pad_id: int, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """New log-probs (with gradients when grad mode is on), the action-token mask, the old log-probs laid
+    out like them, and the entropy."""
+    import torch
+
+    from arts.training.logprobs import loss_mask, target_scores
+
+    new, valid, entropy = target_scores(model, group.prompt_ids, group.targets, pad_id, temperature)
+    mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
+    old = torch.zeros_like(new, requires_grad=False)
+    for row, (t, values) in enumerate(zip(group.targets, group.old_logprobs)):
+        start, end = t.trained
+        old[row, start:end] = torch.tensor(values, dtype=new.dtype)
+    return new, mask, old.detach(), entropy
+
+
+def _k3(delta: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-token k3 estimate exp(d) - d - 1 of a KL from log-ratios d (TRL's GRPO); 0 off the mask, where
+    padding's log-probs are not finite."""
+    delta = delta.masked_fill(~mask, 0.0)
+    return delta.exp() - delta - 1
+
+
+def _sums(
+    new: torch.Tensor, old: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor, entropy: torch.Tensor
+) -> dict[str, float]:
+    return {
+        "tokens": float(mask.sum()),
+        "kl": float((_k3(ref - new, mask) * mask).sum()),
+        "kl_old": float((_k3(new - old, mask) * mask).sum()),  # KL(old || new): the samples are old's
+        "entropy": float((entropy * mask).sum()),
+        "clipped": 0.0,
+    }
+
+
+def grpo_update(
+    model: Any,
+    tokenizer: Any,
+    groups: list[Group],
+    config: GRPOConfig,
+    optimizer: torch.optim.Optimizer,
+    temperature: float = 1.0,
+) -> UpdateStats:
+    """One GRPO update: up to `config.steps` optimizer steps, each accumulating every usable group's loss,
+    stopped early once the adapter's KL to the sampling policy exceeds `config.kl_max`.
+
+    `model` is the peft model with the trained adapter active; `tokenizer` gives the padding id;
+    `temperature` is the sampling temperature the old log-probs were taken at (all log-probs here use it).
     Degenerate groups are skipped; when all are, no step is taken and the adapter stays as it was.
     """
     import torch
@@ -220,22 +294,38 @@ def grpo_update(
         stats.seconds = time.perf_counter() - start
         return stats
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    refs = [reference(model, g, pad_id, temperature) for g, _ in usable]
     params = [p for pg in optimizer.param_groups for p in pg["params"]]
-    losses, clipped, tokens, kl = [], 0.0, 0.0, 0.0
-    for _ in range(config.epochs):
+    losses, clipped, seen = [], 0.0, 0.0
+    last: dict[str, float] = {}
+    for step in range(config.steps):
         optimizer.zero_grad(set_to_none=True)
-        for group, advantages in usable:
-            loss, info = group_loss(model, group, advantages, config, pad_id)
+        now = dict.fromkeys(("tokens", "kl", "kl_old", "entropy", "clipped"), 0.0)
+        for (group, advantages), ref in zip(usable, refs):
+            loss, info = group_loss(model, group, advantages, config, pad_id, ref, temperature)
             (loss / len(usable)).backward()
             losses.append(float(loss.detach()))
-            clipped, tokens, kl = clipped + info["clipped"], tokens + info["tokens"], kl + info["kl"]
+            now = {k: now[k] + info[k] for k in now}
+        if step == 0:
+            stats.tokens, stats.entropy_before = int(now["tokens"]), now["entropy"] / now["tokens"]
+        last = now
+        if config.kl_max is not None and now["kl_old"] / now["tokens"] > config.kl_max:
+            stats.kl_stop = True  # these weights already left the trust region: no further step
+            break
+        clipped, seen = clipped + now["clipped"], seen + now["tokens"]
         norm = torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm or math.inf)
+        stats.grad_norm = float(norm)
         optimizer.step()
+        stats.steps += 1
     optimizer.zero_grad(set_to_none=True)
+    if not stats.kl_stop:  # the figures of the weights the last step left
+        last = dict.fromkeys(last, 0.0)
+        for (group, _), ref in zip(usable, refs):
+            last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature).items()}
     stats.loss = sum(losses) / len(losses)
     stats.samples = sum(len(g.targets) for g, _ in usable)
-    stats.tokens = int(tokens / config.epochs)
-    stats.clip_fraction, stats.kl = clipped / tokens, kl / tokens
-    stats.grad_norm = float(norm)
+    stats.clip_fraction = clipped / seen if seen else 0.0
+    stats.kl, stats.kl_old = last["kl"] / last["tokens"], last["kl_old"] / last["tokens"]
+    stats.entropy = last["entropy"] / last["tokens"]
     stats.seconds = time.perf_counter() - start
     return stats

@@ -5,9 +5,10 @@ own tokens, with the proposal's tokens before it as context, under the proposal'
 token by token, so that training scores exactly what was sampled. Without sampled tokens (a served
 scientist) an action is its single-action text, re-serialised and re-tokenized (`build_targets`).
 
-GRPO scores an action after its state prompt under the grammar mask that sampling used, once
-without gradients (the old policy, when the action is drawn) and once with them (the update). Both go
-through `policy.backends.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
+GRPO scores an action after its state prompt under the grammar mask and the temperature that sampling
+used (softmax(masked logits / T): the policy that drew the tokens, top-p aside), once without gradients
+(the old policy, when the action is drawn) and once with them (the update). Both go through
+`policy.backends.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
 ratio before the first update is 1 up to float rounding (the two calls batch different rows).
 
 Action texts from stored rollouts are re-serialised through `policy.scientist.canonical_action`
@@ -132,21 +133,35 @@ def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.
 
 
 def target_logprobs(
-    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, with gradients
-    when grad mode is on; and the (N, L) token mask."""
+    """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
+    softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask."""
     ids, mask, allowed = pack(targets, pad_id)
-    values = completion_logprobs(model, torch.tensor(prompt_ids), ids, mask, allowed=allowed)
+    values = completion_logprobs(
+        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature
+    )
     return values, mask.to(values.device)
+
+
+def target_scores(
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """`target_logprobs` and the entropy (N, L) of each position's masked, tempered distribution (the
+    entropy without gradients): the update's diagnostics come from the forward it trains on."""
+    ids, mask, allowed = pack(targets, pad_id)
+    values, entropy = completion_logprobs(
+        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True
+    )
+    return values, mask.to(values.device), entropy
 
 
 @torch.no_grad()
 def score_targets(
-    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
 ) -> list[list[float]]:
-    """Per-token masked log-probs of each target under the active adapter (no gradients)."""
-    values, _ = target_logprobs(model, prompt_ids, targets, pad_id)
+    """Per-token masked log-probs of each target under the active adapter at `temperature` (no gradients)."""
+    values, _ = target_logprobs(model, prompt_ids, targets, pad_id, temperature)
     return [values[row, : len(t.tokens)].tolist() for row, t in enumerate(targets)]
 
 

@@ -81,7 +81,10 @@ class ActionGroup:
     """The sampled proposal all N actions were drawn from (its token ids): then each action is its
     candidate's span of these tokens, trained on policy, and `actions` only label them."""
     spans: list[tuple[int, int]] | None = None
-    """With `tokens`: each action's [start, end) in them."""
+    """With `tokens` or `action_tokens`: each action's [start, end) in its proposal's tokens."""
+    action_tokens: list[list[int]] | None = None
+    """Instead of `tokens`, where each action was drawn from its own sampled proposal (N verbalized lists
+    of one prompt): action i is its candidate's span of `action_tokens[i]`, trained on policy."""
 
     def __post_init__(self) -> None:
         n = len(self.actions)
@@ -125,8 +128,20 @@ class Trainer:
     """LoRA GRPO on a transformers backend, checkpointed in `run_dir/adapters/` (see the module docstring)."""
 
     def __init__(
-        self, backend: Any, config: GRPOConfig, run_dir: Path, init: Path | None = None, *, seed: int = 0
+        self,
+        backend: Any,
+        config: GRPOConfig,
+        run_dir: Path,
+        init: Path | None = None,
+        *,
+        temperature: float = 1.0,
+        seed: int = 0,
     ):
+        if temperature <= 0:
+            raise ValueError(
+                f"test-time training needs a sampling policy with probabilities, not greedy decoding "
+                f"(temperature {temperature}); set --scientist.temperature above 0 (default 0.8)"
+            )
         if not isinstance(backend, TransformersBackend):
             raise BackendError(
                 f"test-time training updates weights in this process, so its trainer needs the "
@@ -135,6 +150,9 @@ class Trainer:
                 "--set ttt.trainer_model=PATH."
             )
         self.backend, self.config, self.run_dir = backend, config, Path(run_dir)
+        self.temperature = temperature
+        """The scientist's sampling temperature: every log-prob here (old, new, reference) is taken under
+        softmax(masked logits / temperature), the distribution the actions were drawn from."""
         self.init = init
         """A peft adapter folder a fresh run starts training from (a warm start); None: LoRA's own init."""
         if ADAPTER not in backend.adapters:
@@ -177,6 +195,7 @@ class Trainer:
                 self._warm_start(model)
                 state["warm_start"] = str(self.init)
             self._save(0, {"warm_start": str(self.init)} if self.init is not None else {})
+        self.backend.labels[ADAPTER] = self.label
         digest = weights_digest(get_peft_model_state_dict(model, adapter_name=ADAPTER))
         return StartInfo(self.k, bool(done), restored, digest, state)
 
@@ -233,18 +252,29 @@ class Trainer:
         built = [self._group(g) for g in groups]
         with adapter_scope(self.backend.model, ADAPTER):
             stats = grpo_update(
-                self.backend.model, self.backend.tokenizer, built, self.config, self.optimizer
+                self.backend.model,
+                self.backend.tokenizer,
+                built,
+                self.config,
+                self.optimizer,
+                self.temperature,
             )
         if stats.groups_used == 0:
             return UpdateResult(stats, round(self._scoring_s, 3), None)
         scoring_s = round(self._scoring_s, 3)
         self._save(self.k + 1, {"stats": stats.model_dump(), "scoring_s": scoring_s, **(note or {})})
         self.k, self._scoring_s = self.k + 1, 0.0
+        self.backend.labels[ADAPTER] = self.label  # usage records name the checkpoint that sampled
         return UpdateResult(stats, scoring_s, self.k)
 
     def _group(self, g: ActionGroup) -> Group:
-        if g.tokens is not None:
-            targets = span_targets(self.backend, g.json_schema or {}, g.tokens, g.spans or [])
+        if g.tokens is not None or g.action_tokens is not None:
+            schema, spans = g.json_schema or {}, g.spans or []
+            if g.action_tokens is not None:  # each action from its own list
+                each = [span_targets(self.backend, schema, t, [s]) for t, s in zip(g.action_tokens, spans)]
+                targets = None if any(t is None for t in each) else [t[0] for t in each]
+            else:
+                targets = span_targets(self.backend, schema, g.tokens, spans)
             if targets is None:
                 raise ValueError(
                     "the proposal's grammar rejects its own sampled tokens; was the schema changed?"
@@ -263,9 +293,10 @@ class Trainer:
         tok = self.backend.tokenizer
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
         with adapter_scope(self.backend.model, ADAPTER):
-            return score_targets(self.backend.model, prompt_ids, targets, pad)
+            return score_targets(self.backend.model, prompt_ids, targets, pad, self.temperature)
 
     def _save(self, k: int, state: dict[str, Any]) -> Path:
+        state = {"temperature": self.temperature, **state}  # what its log-probs were taken at
         return save_checkpoint(
             self.run_dir, k, self.backend.model, ADAPTER, Path(self.backend.path), self.optimizer, state
         )

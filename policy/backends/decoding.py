@@ -223,7 +223,8 @@ def completion_logprobs(
     completion_mask: torch.Tensor | None = None,
     allowed: torch.Tensor | None = None,
     temperature: float = 1.0,
-) -> torch.Tensor:
+    entropy: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
 
     prompt_ids: (P,). completion_ids: (N, L). completion_mask: (N, L) bool, False on padding (those
@@ -231,7 +232,8 @@ def completion_logprobs(
     `GrammarCache.replay_bitmasks`, applied before the softmax exactly as sampling applied them.
     The prompt runs once and its KV cache is shared by the N completions. Call it under
     `torch.no_grad()` when no gradient is wanted. A token outside its mask gets -inf (and would give
-    NaN gradients): leave such completions out of a training batch.
+    NaN gradients): leave such completions out of a training batch. With `entropy`, also the entropy
+    (N, L) of each position's masked, tempered distribution (no gradients; 0 on padding).
     """
     hf = hf_model(model)
     device = next(hf.parameters()).device
@@ -250,7 +252,14 @@ def completion_logprobs(
         if completion_mask is not None:
             ok = ok | ~completion_mask.to(device)[..., None]
         logits = logits.masked_fill(~ok, float("-inf"))
-    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, completion_ids[..., None]).squeeze(-1)
+    every = torch.log_softmax(logits, dim=-1)
+    logprobs = every.gather(-1, completion_ids[..., None]).squeeze(-1)
     if completion_mask is not None:
         logprobs = logprobs.masked_fill(~completion_mask.to(device), 0.0)
-    return logprobs
+    if not entropy:
+        return logprobs
+    with torch.no_grad():
+        h = -(every.exp() * every.nan_to_num(neginf=0.0)).sum(-1)  # a masked-out token adds 0, not NaN
+        if completion_mask is not None:
+            h = h.masked_fill(~completion_mask.to(device), 0.0)
+    return logprobs, h

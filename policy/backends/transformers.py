@@ -104,6 +104,9 @@ class TransformersBackend:
         """Append the text a grammar forces without sampling it token by token (scripts/bench_backends.py)."""
         self.prefixes = Prefixes()
         """Latest prompt caches without an adapter, to start similar prompts from (budget 0: off)."""
+        self.labels: dict[str, str] = {}
+        """What usage records name an adapter by, where its name alone does not say which weights sampled:
+        a trained adapter, updated in place, is labelled with its checkpoint (`adapters/<k>`)."""
 
     @property
     def model(self) -> Any:
@@ -155,7 +158,7 @@ class TransformersBackend:
             raise ValueError(f"n must be at least 1, got {n}")
         sampling = sampling or Sampling()
         generator = self._rng if sampling.seed is None else self._seeded(sampling.seed)
-        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose=purpose, adapter=adapter)
+        usage = self._usage(purpose, adapter)
         start = time.perf_counter()
         out: list[list[Completion]] = []
         with self._adapter(adapter):
@@ -215,9 +218,7 @@ class TransformersBackend:
             out[k].append(self._completion(sample, len(row.prompt_ids), wall, row.sampling, r.schema))
             cached[k] += sample.cached
         for r, completions, reused in zip(requests, out, cached, strict=True):
-            usage = Usage(
-                backend=self.name, model=r.adapter or self.model_id, purpose=r.purpose, adapter=r.adapter
-            )
+            usage = self._usage(r.purpose, r.adapter)
             usage.prompt_tokens = sum(c.prompt_tokens for c in completions)
             usage.cached_tokens = reused
             usage.completion_tokens = sum(c.completion_tokens for c in completions)
@@ -320,7 +321,7 @@ class TransformersBackend:
             values = completion_logprobs(
                 self._base, torch.tensor(ids), torch.tensor([list(tokens)]), allowed=allowed
             )
-        usage = Usage(backend=self.name, model=adapter or self.model_id, purpose="logprobs", adapter=adapter)
+        usage = self._usage("logprobs", adapter)
         usage.prompt_tokens, usage.wall_s = len(ids) + len(tokens), time.perf_counter() - start
         self._report(usage)
         return values[0].tolist()
@@ -334,6 +335,10 @@ class TransformersBackend:
         for row, tokens in enumerate(completions):
             masks[row, : len(tokens)] = self.grammars.replay_bitmasks(schema, tokens)[0]
         return masks
+
+    def _usage(self, purpose: str, adapter: str | None) -> Usage:
+        label = self.labels.get(adapter, adapter) if adapter is not None else None
+        return Usage(backend=self.name, model=label or self.model_id, purpose=purpose, adapter=label)
 
     def _report(self, usage: Usage) -> None:
         if self.usage_sink is not None:
