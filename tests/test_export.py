@@ -4,6 +4,7 @@ into a full model, resolves `best`; rollouts become a dataset; TRL trains SFT an
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -150,9 +151,21 @@ def test_export_resolves_adapters_and_refuses_clearly(run_dir, tmp_path):
         export(run_dir, tmp_path / "x", "7")
     with pytest.raises(ValueError, match="not proposed under a TTT adapter"):
         export(run_dir, tmp_path / "x", "best", info=RunInfo(best_node=1))
-    export(run_dir, tmp_path / "zero", "0")
+    export(run_dir, tmp_path / "zero", "0", force=True)
     with pytest.raises(ValueError, match="not empty"):
         export(run_dir, tmp_path / "zero", "1")
+
+
+def test_export_refuses_an_adapter_that_never_trained_unless_forced(run_dir, tmp_path, capsys):
+    """A run that applied no update holds only checkpoint 0, LoRA's initialisation (B = 0): exported, it
+    would be the base model under an adapter's name."""
+    shutil.rmtree(run_dir / "adapters" / "1")
+    out = tmp_path / "untrained"
+    assert main(["export", str(run_dir), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "never trained" in err and "--force" in err and not out.exists()
+    assert main(["export", str(run_dir), "--out", str(out), "--force"]) == 0
+    assert (out / "adapter_model.safetensors").is_file()
 
 
 def test_the_embedded_base_is_exported_under_its_published_name(run_dir, tmp_path):

@@ -103,14 +103,36 @@ def resolve_adapter(run_dir: Path, which: str, info: RunInfo) -> int:
     return int(which)
 
 
+def untrained(adapter_dir: Path) -> bool:
+    """True when the adapter equals its base model: every LoRA B matrix is zero (LoRA's initialisation,
+    kept by a run that applied no update, unless it started from a trained adapter)."""
+    from safetensors.torch import load_file
+
+    weights = load_file(Path(adapter_dir) / ADAPTER_FILES[1])
+    return all(not t.any() for name, t in weights.items() if "lora_B" in name)
+
+
 def export(
-    run_dir: Path, out: Path, which: str = "latest", merge: bool = False, info: RunInfo | None = None
+    run_dir: Path,
+    out: Path,
+    which: str = "latest",
+    merge: bool = False,
+    info: RunInfo | None = None,
+    force: bool = False,
 ) -> Path:
-    """Write the chosen adapter (or, with `merge`, the merged model) and a README.md into `out`."""
+    """Write the chosen adapter (or, with `merge`, the merged model) and a README.md into `out`.
+    An adapter that never trained (it equals the base model) is refused unless `force`."""
     info = info or RunInfo()
     run_dir, out = Path(run_dir), Path(out)
     k = resolve_adapter(run_dir, which, info)
     source = checkpoint_path(run_dir, k)
+    if not force and untrained(source):
+        raise ValueError(
+            f"{source} never trained: it equals the base model ({len(info.updates)} update(s) applied in the "
+            "run, none before this checkpoint), so exporting it gives the base model back. Run the search "
+            "longer (more --evals, or a smaller ttt.grpo.update_every) until an update applies, or pass "
+            "--force to export it anyway"
+        )
     if out.exists() and any(out.iterdir()):
         raise ValueError(f"{out} exists and is not empty; choose another --out or remove it")
     out.parent.mkdir(parents=True, exist_ok=True)

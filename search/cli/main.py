@@ -135,6 +135,7 @@ def _run_parsers(sub: Any) -> None:
     ex.add_argument("--checkpoint", default="latest", help="latest | best | K (the checkpoint adapters/K)")
     add_renamed(ex, "export")
     ex.add_argument("--merge", action="store_true", help="fold the adapter into the base model")
+    ex.add_argument("--force", action="store_true", help="export even an adapter that never trained")
     ex.add_argument(
         "--base-model",
         metavar="HUB_ID",

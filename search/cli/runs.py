@@ -66,7 +66,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     state, cfg, _ = _load_run(args.run_dir)
     info = run_info(state, cfg, Path(args.run_dir)).model_copy(update={"base_model": args.base_model})
-    print(export(Path(args.run_dir), Path(args.out), args.checkpoint, args.merge, info))
+    print(export(Path(args.run_dir), Path(args.out), args.checkpoint, args.merge, info, args.force))
     return 0
 
 
