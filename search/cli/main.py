@@ -190,6 +190,19 @@ def _for_the_user(e: Exception) -> bool:
     return isinstance(e, (ValueError, KeyError, StoreError, BackendError))
 
 
+def _message(e: Exception) -> str:
+    """The error as the user reads it: a KeyError without repr's quotes, a config's validation error as one
+    line per field (never pydantic's dump with input types and links)."""
+    from pydantic import ValidationError
+
+    from arts.tasks.base import field_problems
+
+    if isinstance(e, ValidationError):
+        head = f"{e.title}: {e.error_count()} problem(s); fix the flag, --set PATH=VALUE or --config entry"
+        return "\n".join([head, *field_problems(e)])
+    return str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # progress lines appear as they happen, also through a pipe
@@ -201,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # after BrokenPipeError, which is an Exception too
         if not _for_the_user(e):
             raise
-        print(f"error: {e}", file=sys.stderr)
+        print(f"error: {_message(e)}", file=sys.stderr)
         return 2
 
 
