@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 import sys
 from pathlib import Path
@@ -53,9 +54,9 @@ class MetricConfig(_Strict):
     """What the score measures, e.g. `sum_of_radii`."""
     direction: Literal["maximize", "minimize"]
     """Whether a larger or a smaller raw score is better."""
-    baseline: float | None = None
+    baseline: float | None = Field(None, strict=True, allow_inf_nan=False)
     """The seed program's score, for reports."""
-    best_known: float | None = None
+    best_known: float | None = Field(None, strict=True, allow_inf_nan=False)
     """A published reference score, for the optimality gap."""
     references: list[str] = []
     """Where the reference numbers come from (free text, shown by `arts tasks show`)."""
@@ -68,17 +69,17 @@ MAX_MEMORY_MB = 1 << 20
 class CommandConfig(_Strict):
     command: list[str] = Field(min_length=1)
     """argv run inside the node's working copy; it must write `result.json`."""
-    timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False)
+    timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S, allow_inf_nan=False, strict=True)
     """Wall-clock limit (at most a week); the whole process tree is killed past it."""
-    memory_mb: int = Field(2048, gt=0, le=MAX_MEMORY_MB)
+    memory_mb: int = Field(2048, gt=0, le=MAX_MEMORY_MB, strict=True)
     """Memory limit in MiB (at most 1 TiB): over the whole process tree where a memory cgroup is available,
     else per process."""
-    disk_mb: int = Field(1024, gt=0, le=MAX_MEMORY_MB)
+    disk_mb: int = Field(1024, gt=0, le=MAX_MEMORY_MB, strict=True)
     """How much the evaluation may write into its working copy, in MiB, checked four times a second: past
     it the run is stopped and what it wrote is deleted (a burst between two checks may overshoot)."""
-    max_procs: int = Field(64, gt=0, le=100_000)
+    max_procs: int = Field(64, gt=0, le=100_000, strict=True)
     """How many processes the evaluation may run at once."""
-    threads: int = Field(1, gt=0, le=1024)
+    threads: int = Field(1, gt=0, le=1024, strict=True)
     """OMP/MKL/OpenBLAS thread count given to the evaluation."""
 
 
@@ -108,7 +109,7 @@ class TaskConfig(_Strict):
     """`optimize`: a program scored by an evaluator; `answer`: a deliverable graded only at the end."""
     editable: list[str] = Field(min_length=1)
     """Files the executor may write (the program under search)."""
-    seedless: bool = False
+    seedless: bool = Field(False, strict=True)
     """True when an optimize task ships no seed program: its first nodes are drafts. Without it, every
     editable file must exist in the task directory (a missing one is a typo, not a seedless task)."""
     material: list[str] = []
@@ -293,17 +294,45 @@ def _expand(root: Path, entries: list[str]) -> list[Path]:
     return files
 
 
-def _format_errors(toml_path: Path, err: ValidationError) -> str:
-    lines = [f"{toml_path}: {err.error_count()} problem(s)"]
+def field_problems(err: ValidationError) -> list[str]:
+    """One line per field of a pydantic error: the field's path, what is wrong with the value given and the
+    fix, never pydantic's own dump (input types, documentation links)."""
+    lines = []
     for e in err.errors():
         field = ".".join(str(x) for x in e["loc"]) or "(top level)"
         msg = e["msg"].removeprefix("Value error, ")
+        given = e.get("input")
         if e["type"] == "extra_forbidden":
-            msg = "unknown field; remove it or check its spelling against DESIGN.md's task contract"
+            msg = "unknown field; remove it or check its spelling"
         elif e["type"] == "missing":
             msg = "required field is missing; add it"
+        elif e["type"] in ("model_type", "dict_type", "model_attributes_type"):
+            msg = f"a table of fields, not {_short(given)}; set its fields one by one ({field}.NAME = value)"
+        elif e["type"] == "finite_number":
+            msg = f"{given!r} is not a finite number; give a number, or remove the field"
+        elif e["type"].endswith(("_type", "_parsing")) or e["type"] in ("literal_error", "enum"):
+            quoted = "; write the number without quotes" if _numeric_text(given) else ""
+            msg = f"{msg[0].lower()}{msg[1:]} (given {_short(given)}){quoted}"
+        elif e["type"].startswith(("greater_than", "less_than", "too_short", "too_long")):
+            msg = f"{msg[0].lower()}{msg[1:]} (given {_short(given)})"
         lines.append(f"  field '{field}': {msg}")
-    return "\n".join(lines)
+    return lines
+
+
+def _numeric_text(value: object) -> bool:
+    try:
+        return isinstance(value, str) and math.isfinite(float(value))
+    except ValueError:
+        return False
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _format_errors(toml_path: Path, err: ValidationError) -> str:
+    return "\n".join([f"{toml_path}: {err.error_count()} problem(s)", *field_problems(err)])
 
 
 def load_task(path: str | Path) -> Task:
@@ -368,11 +397,42 @@ def load_task(path: str | Path) -> Task:
                 problems.append(
                     f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material"
                 )
+    problems += _links_out(root, config)
     if config.answer is not None:
         problems += _schema_problems(root, config.answer.schema_path)
     if problems:
         raise TaskError("\n".join([f"{toml_path}: {len(problems)} problem(s)", *problems]))
     return Task(root, config)
+
+
+def _links_out(root: Path, config: TaskConfig) -> list[str]:
+    """task.toml error lines for listed files (or files inside listed folders) that are links leading out
+    of the task directory: the sandbox would copy in, or run, whatever they point to."""
+    listed = [("statement", config.statement), ("editable", *config.editable)]
+    listed += [("material", *config.material), ("hidden", *config.hidden)]
+    for key in ("evaluate", "test"):
+        if cmd := getattr(config, key):
+            listed.append((f"{key}.command", *(a for a in cmd.command[1:] if a.endswith(".py"))))
+    problems = []
+    for key, *entries in listed:
+        for entry in entries:
+            for p in _walk_links(root / entry):
+                if not Path(os.path.realpath(p)).is_relative_to(root):
+                    problems.append(
+                        f"  field '{key}': {str(p.relative_to(root))!r} is a link to {os.path.realpath(p)}, "
+                        "outside the task directory; copy the file into the task directory instead"
+                    )
+    return problems
+
+
+def _walk_links(top: Path) -> list[Path]:
+    """`top` if it is a link, else the links inside it (never following one)."""
+    if top.is_symlink() or not top.is_dir():
+        return [top] if top.is_symlink() else []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        found += [Path(dirpath, n) for n in dirnames + filenames if Path(dirpath, n).is_symlink()]
+    return found
 
 
 def _not_utf8(path: Path) -> str:
