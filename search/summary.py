@@ -77,10 +77,13 @@ def finish(run: Run, reason: str, method: Method) -> dict:
         if done:
             test_score = done[-1].payload["score"] if done[-1].payload.get("valid") else None
         else:
-            work = run_dir / "test-work"
+            # The hidden test's working copy is no result of the run, and never lies in its folder, which
+            # is shared and exported: a kill before the cleanup would leave the hidden files there.
+            remove(run_dir / "test-work")  # left by an earlier version
+            work = Path(tempfile.mkdtemp(prefix="arts-test-"))
             try:
-                res = run_evaluation(task, best.files, work, split="test")
-            finally:  # the hidden test's working copy is no result of the run
+                res = run_evaluation(task, best.files, work / "work", split="test")
+            finally:
                 remove(work)
             test_score = res.score if res.valid else None
             ledger.event("test", node=best.id, valid=res.valid, score=res.score, reason=res.reason)

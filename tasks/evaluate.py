@@ -161,4 +161,6 @@ def run_evaluation(
     if isinstance(got, str):
         return EvalResult(valid=False, reason=printable(got), **tails)
     reason = "" if got["valid"] else f"evaluator: {got['message'][:300] or 'result marked invalid'}"
+    if reason and o.oom_kills > 0:  # the cgroup counted it: a candidate child ran out, the evaluator said why
+        reason = f"killed: memory limit ({cfg.memory_mb} MiB) reached; {reason}"
     return EvalResult(**got, reason=reason, **tails)

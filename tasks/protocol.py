@@ -48,11 +48,20 @@ _PR_SET_CHILD_SUBREAPER = 36
 Score = tuple[float | None, str, dict]
 
 
+MESSAGE_CHARS = 2000
+"""A message longer than this (a candidate's huge error line) is cut: result.json stays small."""
+
+
+def _bounded(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else f"{text[: limit - 40]}... ({len(text)} characters in all)"
+
+
 def write_result(score: float | None, message: str, metrics: dict | None = None) -> None:
     """Write result.json; a missing score means the candidate is invalid."""
     out = Path("result.json")
     out.unlink(missing_ok=True)
     valid = score is not None
+    message = _bounded(message, MESSAGE_CHARS)
     out.write_text(json.dumps({"score": score, "valid": valid, "metrics": metrics or {}, "message": message}))
 
 
@@ -119,9 +128,14 @@ def run_child(evaluator: str | Path, editable: str, payload: bytes = b"", *, tim
             stdout, stderr = (f.seek(0) or f.read() for f in (out, err))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    if proc.returncode == -signal.SIGKILL:  # the memory cgroup's OOM killer is what sends SIGKILL here
+        return None, (
+            "the candidate was killed (SIGKILL), most likely by the memory limit: use less memory "
+            "(smaller arrays or models, fewer copies)"
+        )
     if proc.returncode != 0:
         err = stderr.decode(errors="replace").strip().splitlines()
-        last = err[-1] if err else "no error output"
+        last = _bounded(err[-1]) if err else "no error output"
         return None, f"the candidate crashed (exit code {proc.returncode}): {last}"
     if not stdout:
         return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
