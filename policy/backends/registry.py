@@ -18,4 +18,7 @@ def backend_class(name: str) -> type:
         import importlib
 
         importlib.import_module(_BUILTIN[name])
+    if name not in _BUILTIN and name not in BACKENDS.names() and ":" not in name:
+        known = ", ".join(sorted({*_BUILTIN, *BACKENDS.names()}))
+        raise KeyError(f"unknown backend {name!r}; known: {known} (or give module:attr)")
     return BACKENDS.get(name)

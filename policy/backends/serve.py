@@ -323,7 +323,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adapter-name", default="adapter", help="the model name that selects --adapter")
     p.add_argument("--served-model-name", default=None, help="the base model's name in requests")
     p.add_argument("--host", default="127.0.0.1", help="bind address (default: loopback only)")
-    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--port", type=_port, default=8000, help="TCP port, 1-65535 (default 8000)")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
 
 
@@ -333,14 +333,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _port(text: str) -> int:
+    """A TCP port from the command line, or argparse's one-line error naming the range."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a TCP port; give a number from 1 to 65535")
+    return int(text)
+
+
 def app_from_args(args: argparse.Namespace) -> FastAPI:
     """The backend named by `--backend` on `--model`, with `--adapter` loaded, as an app."""
-    import arts.policy.backends.openai  # noqa: F401  (importing a backend module registers it)
-    import arts.policy.backends.transformers  # noqa: F401
-    import arts.policy.backends.vllm  # noqa: F401
-    from arts.policy.backends.registry import BACKENDS
+    from arts.policy.backends.registry import backend_class
 
-    cls = BACKENDS.get(args.backend)
+    cls = backend_class(args.backend)
     backend = cls(args.model) if args.model else cls()
     adapters = {args.adapter_name: args.adapter} if args.adapter else None
     return build_app(backend, args.served_model_name, adapters)

@@ -32,7 +32,7 @@ def set_items(items: list[str] | None) -> dict[str, Any]:
     o: dict[str, Any] = {}
     for item in items or []:
         key, sep, value = item.partition("=")
-        if not sep:
+        if not sep or not key.strip():
             raise TaskError(
                 f"--set {item!r}: write it as field.path=value, e.g. --set scientist.candidates=3"
             )
@@ -99,8 +99,17 @@ def cmd_search(args: argparse.Namespace) -> int:
     from arts.search.run import resume_run, start_run
 
     console = Console(-1 if args.quiet else args.verbose)
+    unstarted: Path | None = None  # a run folder this command made for a run that failed before any node
     try:
         if args.resume:
+            if conflicts := _resume_conflicts(args):
+                print(
+                    f"error: --resume {args.resume} continues the run with the settings in its config.toml; "
+                    f"{conflicts} given here would be ignored: drop them, or start a new run with another "
+                    "--run-dir",
+                    file=sys.stderr,
+                )
+                return 2
             console.attach(Path(args.resume))
             if args.report_to:
                 from arts.search.config import read_stored_config
@@ -119,12 +128,46 @@ def cmd_search(args: argparse.Namespace) -> int:
                 console.attach(run_dir)
                 if args.report_to:
                     console.tracking = Reporting(args.report_to, run_dir, cfg.model_dump(mode="json"))
-            summary = start_run(cfg, run_dir, log=console)
+            fresh = run_dir is not None and not run_dir.exists()
+            try:
+                summary = start_run(cfg, run_dir, log=console)
+            except Exception:
+                unstarted = run_dir if fresh else None
+                raise
         if console.tracking is not None:
             console.tracking.finish()
         return _result(summary, console)
     finally:
         console.close()
+        if unstarted is not None:
+            _discard_unstarted(unstarted)
+
+
+def _resume_conflicts(args: argparse.Namespace) -> str:
+    """What a `--resume` command also asks for that the resumed run would not do ("" when nothing)."""
+    given = [f"the task {args.task!r}"] if args.task is not None else []
+    given += [path for path in overrides(args) if path != "task"]
+    given += [f"--{flag.replace('_', '-')}" for flag in ("config", "run_dir") if getattr(args, flag)]
+    return ", ".join(given)
+
+
+def _discard_unstarted(run_dir: Path) -> None:
+    """Remove the folder of a run that failed before it evaluated anything (a bad backend, a missing model),
+    so that it blocks no rerun with the same --run-dir; a run with a node stays, to be resumed."""
+    import shutil
+
+    from arts.search.state import Node
+    from arts.search.store import Store
+
+    if any((run_dir / "nodes").glob("*")):
+        return
+    try:
+        with Store.open_readonly(run_dir) as store:
+            if store.count(Node):
+                return
+    except Exception:  # no store, or one never committed: nothing in it to lose
+        pass
+    shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def _result(summary: dict, console: Any) -> int:

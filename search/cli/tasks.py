@@ -81,6 +81,9 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 def _read_overlay(task_files: list[str], overlay: Path) -> dict[str, str]:
     from arts.tasks.base import TaskError
 
+    if not overlay.is_dir():
+        why = "is a file" if overlay.exists() else "no such directory"
+        raise TaskError(f"--files {overlay}: {why}; give the folder that holds {', '.join(task_files)}")
     files = {}
     for rel in task_files:
         p = overlay / rel
