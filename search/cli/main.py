@@ -195,7 +195,7 @@ def _message(e: Exception) -> str:
     line per field (never pydantic's dump with input types and links)."""
     from pydantic import ValidationError
 
-    from arts.tasks.base import field_problems
+    from arts.tasks.problems import field_problems
 
     if isinstance(e, ValidationError):
         head = f"{e.title}: {e.error_count()} problem(s); fix the flag, --set PATH=VALUE or --config entry"
