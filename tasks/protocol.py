@@ -136,6 +136,8 @@ def run_child(evaluator: str | Path, editable: str, payload: bytes = b"", *, tim
     if proc.returncode != 0:
         err = stderr.decode(errors="replace").strip().splitlines()
         last = _bounded(err[-1]) if err else "no error output"
+        if "MemoryError" in last:  # the per-process memory limit, where no memory cgroup caps the tree
+            return None, f"the candidate ran out of memory (the memory limit): use less memory; {last}"
         return None, f"the candidate crashed (exit code {proc.returncode}): {last}"
     if not stdout:
         return None, "the candidate exited without returning anything (sys.exit or os._exit in the program?)"
