@@ -30,7 +30,7 @@ from pydantic import (
     model_validator,
 )
 
-from arts.tasks.hidden import GENERATOR, hidden_root
+from arts.tasks.hidden import GENERATOR, HiddenBuildError, hidden_root
 from arts.tasks.problems import field_problems, links_out, not_utf8, schema_problems
 
 if sys.version_info >= (3, 11):
@@ -258,8 +258,13 @@ class Task:
             return self.root
         try:
             return hidden_root(self.root, self.name)
-        except Exception as e:  # whatever the generator raised, the user gets one line
-            raise TaskError(f"{self.root / GENERATOR}: cannot build the hidden files: {e}") from None
+        except HiddenBuildError as e:
+            raise TaskError(f"{self.root / GENERATOR}: {e}") from None
+        except Exception as e:  # whatever the generator or the file system raised, the user gets one line
+            raise TaskError(
+                f"{self.root / GENERATOR}: cannot build the hidden files ({e}); set ARTS_CACHE to a writable "
+                "folder outside the interpreter's prefix, or reinstall arts"
+            ) from None
 
     def hidden_files(self) -> list[Path]:
         """Every hidden file, expanded from folders, relative to `hidden_root`."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import shutil
 import sys
@@ -29,6 +30,9 @@ import tempfile
 from pathlib import Path
 
 GENERATOR = "make_hidden.py"
+MANIFEST = ".digests.json"
+"""In each built folder: the sha256 of every file, checked on each use, so a file deleted or altered in the
+cache is built again rather than graded with."""
 
 
 class HiddenBuildError(RuntimeError):
@@ -63,12 +67,22 @@ def _load(generator: Path, name: str):
     return module
 
 
+def _intact(out: Path) -> bool:
+    """Whether `out` holds a finished build whose files all match its manifest."""
+    try:
+        manifest = json.loads((out / MANIFEST).read_text())
+        return all(_digest(out / rel) == digest for rel, digest in manifest.items())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def hidden_root(task_root: Path, name: str) -> Path:
     """The folder that holds `name`'s hidden entries: built from `task_root/make_hidden.py` on first use."""
     generator = task_root / GENERATOR
     out = cache_dir() / f"{name}-{_digest(generator)[:16]}"
-    if out.is_dir():
+    if _intact(out):
         return out
+    shutil.rmtree(out, ignore_errors=True)
     _check_outside_interpreter(out)
     module = _load(generator, name)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +99,7 @@ def hidden_root(task_root: Path, name: str) -> Path:
                 f"task {name!r}: the hidden files built here differ from the ones its scores were measured on "
                 f"({', '.join(wrong)}); {getattr(module, 'NEEDS', 'reinstall arts')}"
             )
+        (tmp / MANIFEST).write_text(json.dumps(built))
         try:
             os.rename(tmp, out)
         except OSError:  # another process built it first: its copy is the same

@@ -53,3 +53,13 @@ def test_a_cache_under_the_interpreter_prefix_is_refused(tmp_path, monkeypatch):
     with pytest.raises(HiddenBuildError, match="set ARTS_CACHE"):
         hidden_root(task_root(tmp_path, "7", "7"), "t")
     assert not (Path(sys.prefix) / "arts-cache-never-made").exists()
+
+
+def test_a_cached_file_deleted_or_altered_is_built_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("ARTS_CACHE", str(tmp_path / "cache"))
+    root = task_root(tmp_path, "7", "7")
+    out = hidden_root(root, "t")
+    (out / "grader" / "truth.txt").write_text("0")  # altered: a grader would read the wrong truth
+    assert (hidden_root(root, "t") / "grader" / "truth.txt").read_text() == "7"
+    (out / "grader" / "truth.txt").unlink()
+    assert (hidden_root(root, "t") / "grader" / "truth.txt").read_text() == "7"
