@@ -137,7 +137,7 @@ def prepare(task: Task, files: dict[str, str], workdir: Path, uid: int | None, w
             f.write(text)
     for rel in material:
         _copy_in(task.root / rel, workdir, rel, trust_root_owned=uid is not None)
-    for rel in hidden if with_hidden else []:  # a built-in's hidden files come from its cache (`tasks.hidden`)
+    for rel in hidden if with_hidden else []:  # a built-in's come from its cache (`tasks.hidden`)
         _copy_in(task.hidden_root / rel, workdir, rel, trust_root_owned=False)
     if uid is not None:  # hidden files go to the uid: the launcher deletes them before the candidate starts
         _hand_over(workdir, uid, set(material))
