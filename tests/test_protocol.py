@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -99,10 +100,17 @@ def test_every_builtin_evaluator_uses_the_protocol():
             assert "from arts.tasks import" in (task.root / "evaluate.py").read_text(), name
 
 
+def _clean_copy(dest: Path) -> Path:
+    """The source tree without build leftovers: a stale build/ folder would put its old files in a wheel."""
+    leftovers = (".venv", ".git", "runs", "build", "*.egg-info", "__pycache__", ".*_cache")
+    return Path(shutil.copytree(ROOT, dest, ignore=shutil.ignore_patterns(*leftovers), symlinks=True))
+
+
 @pytest.mark.slow
 def test_no_hidden_file_is_in_the_wheel(tmp_path: Path):
+    src = _clean_copy(tmp_path / "src")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w",
-                    str(tmp_path), str(ROOT)], check=True, timeout=600)  # fmt: skip
+                    str(tmp_path), str(src)], check=True, timeout=600)  # fmt: skip
     (wheel,) = tmp_path.glob("arts-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert (
@@ -118,7 +126,8 @@ def test_no_hidden_file_is_in_the_wheel(tmp_path: Path):
 @pytest.mark.slow
 def test_no_hidden_file_is_in_the_sdist(tmp_path: Path):
     build = f"from setuptools import build_meta; build_meta.build_sdist({str(tmp_path)!r})"
-    subprocess.run([sys.executable, "-c", build], cwd=ROOT, check=True, capture_output=True, timeout=600)
+    src = _clean_copy(tmp_path / "src")
+    subprocess.run([sys.executable, "-c", build], cwd=src, check=True, capture_output=True, timeout=600)
     (sdist,) = tmp_path.glob("arts-*.tar.gz")
     with tarfile.open(sdist) as tar:
         names = [n.split("/", 1)[1] for n in tar.getnames() if "/" in n]
