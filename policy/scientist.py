@@ -42,6 +42,8 @@ class ScientistConfig(BaseModel):
     """The first R calls are baseline audits (no expansion)."""
     audit_statement_chars: int = Field(1200, ge=100)
     """An audit's prompt shows the task statement up to this many characters (the small model's context)."""
+    audit_material_files: int = Field(2, ge=1)
+    """An evaluator audit reads this many material files."""
     audit_material_chars: int = Field(1500, ge=100)
     """An audit's prompt shows each file it reads (material, evaluator or seed program) up to this many."""
     candidates: int = Field(4, ge=1, le=10)

@@ -33,7 +33,7 @@ from typing import Any
 
 from arts.policy.base import BackendError
 from arts.rewards import RewardConfig
-from arts.search.ledger import Ledger
+from arts.search.ledger import EVENT_TEXT_CHARS, Ledger
 from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
@@ -73,8 +73,8 @@ class Learning:
         """Rounds up to this one have been examined for training."""
         self._old: dict[int, list[float]] = {}
         """Per-token old log-probs by rollout id, until the update that trains on them."""
-        self._scored: dict[tuple[int, str], list[float] | None] = {}
-        """This round's proposals, scored: by (group, action text)."""
+        self._scored: dict[tuple[int, Any], list[float] | None] = {}
+        """This round's lists, scored: by (group, sampled tokens), or (group, action text) without tokens."""
 
     def start(self) -> None:
         """Resume the trainer (or write checkpoint 0), record it, and make the agents sample from it."""
@@ -120,14 +120,14 @@ class Learning:
         rollout.adapter = self.trainer.label
         rollout.old_logprob = math.fsum(values) if values is not None else None
         if values is None:
-            self.ledger.event("ttt_unscorable", rollout=rollout.id, action=rollout.action[:200])
+            self.ledger.event("ttt_unscorable", rollout=rollout.id, action=rollout.action[:EVENT_TEXT_CHARS])
         else:
             self._old[rollout.id] = values
         return self.ledger.update(rollout)
 
     def _span_values(self, rollout: Rollout) -> list[float] | None:
-        key = (rollout.group, "tokens")
-        if key not in self._scored:  # the N draws of a proposal share one scoring of its tokens
+        key = (rollout.group, tuple(rollout.tokens))
+        if key not in self._scored:  # the draws from one list share one scoring of its tokens
             self._scored[key] = self.trainer.proposal_logprobs(
                 rollout.prompt, rollout.json_schema, rollout.tokens
             )
@@ -207,18 +207,27 @@ class Learning:
                 old = self._rescore(members)
             first = members[0]
             actions, rewards = [r.action for r in members], [r.reward for r in members]
-            sampled = all(r.tokens == first.tokens and len(r.span) == 2 for r in members) and first.tokens
-            tokens, spans = (
-                (first.tokens, [(r.span[0], r.span[1]) for r in members]) if sampled else (None, None)
-            )
-            out.append(ActionGroup(first.prompt, first.json_schema, actions, rewards, old, tokens, spans))
+            group = ActionGroup(first.prompt, first.json_schema, actions, rewards, old)
+            if all(r.tokens and len(r.span) == 2 for r in members):  # on policy: the sampled spans
+                group.spans = [(r.span[0], r.span[1]) for r in members]
+                if all(r.tokens == first.tokens for r in members):  # all from one list
+                    group.tokens = first.tokens
+                else:  # each from its own list
+                    group.action_tokens = [r.tokens for r in members]
+            out.append(group)
         return out
 
     def _rescore(self, members: list[Rollout]) -> list[list[float]]:
         first = members[0]
         if first.tokens:
-            full = self.trainer.proposal_logprobs(first.prompt, first.json_schema, first.tokens)
-            old = [full[r.span[0] : r.span[1]] if full is not None else None for r in members]
+            full = {}  # each list's tokens scored once
+            for r in members:
+                if tuple(r.tokens) not in full:
+                    full[tuple(r.tokens)] = self.trainer.proposal_logprobs(
+                        first.prompt, first.json_schema, r.tokens
+                    )
+            values = [full[tuple(r.tokens)] for r in members]
+            old = [v[r.span[0] : r.span[1]] if v is not None else None for v, r in zip(values, members)]
         else:
             old = self.trainer.old_logprobs(first.prompt, first.json_schema, [r.action for r in members])
         if any(o is None for o in old):  # each was scored when sampled, under the same grammar
@@ -244,10 +253,14 @@ def credit_check(state: SearchState, backend: Any, *, warm: bool = False) -> Cre
     actions = []
     for group, members in sorted(by_group.items()):
         first = members[0]
-        if first.tokens and all(r.tokens == first.tokens and len(r.span) == 2 for r in members):
-            spans = [(r.span[0], r.span[1]) for r in members]
-            base = base_span_logprobs(backend, first.prompt, first.json_schema or {}, first.tokens, spans)
-            base = base or [None] * len(members)
+        if all(r.tokens and len(r.span) == 2 for r in members):  # each list's spans, scored together
+            base = [None] * len(members)
+            for tokens in dict.fromkeys(tuple(r.tokens) for r in members):
+                rows = [i for i, r in enumerate(members) if tuple(r.tokens) == tokens]
+                spans = [(members[i].span[0], members[i].span[1]) for i in rows]
+                got = base_span_logprobs(backend, first.prompt, first.json_schema or {}, list(tokens), spans)
+                for i, b in zip(rows, got or [None] * len(rows)):
+                    base[i] = b
         else:
             base = base_text_logprobs(backend, first.prompt, first.json_schema, [r.action for r in members])
         actions += [

@@ -15,6 +15,9 @@ from arts.search.report.html import live_update
 from arts.search.state import Insight
 from arts.search.summary import finish
 
+AUDIT_ECHO_CHARS = 80
+"""An audit's metric and weakness are echoed to the console cut to this (the store keeps them whole)."""
+
 
 def run_search(run: Run, method: Method) -> dict:
     run.lab.close_interrupted()
@@ -62,7 +65,9 @@ def audit_one(run: Run, i: int) -> None:
     ):
         run.ledger.add(Insight(text=f"{label}: {text}", kind="audit", round=0))
     run.log(f"audit {i + 1}: done")
-    run.said(f"audit {i + 1}: metric: {notes.metric[:80]} | weakness: {notes.weakness[:80]}")
+    run.said(
+        f"audit {i + 1}: metric: {notes.metric[:AUDIT_ECHO_CHARS]} | weakness: {notes.weakness[:AUDIT_ECHO_CHARS]}"
+    )
 
 
 def audit_context(run: Run, i: int) -> str:
@@ -71,7 +76,10 @@ def audit_context(run: Run, i: int) -> str:
     statement = task.statement[: run.cfg.scientist.audit_statement_chars]
     if i % 2 == 0:
         material = task.read_material(max_chars=chars)
-        text = "\n".join(f"### {name}\n{body}" for name, body in list(material.items())[:2])
+        text = "\n".join(
+            f"### {name}\n{body}"
+            for name, body in list(material.items())[: run.cfg.scientist.audit_material_files]
+        )
         return f"## Task\n{statement}\n\n## Material\n{text}"
     seed = "\n".join(f"### {k}\n{v[:chars]}" for k, v in task.seed_files().items()) or "(no seed program)"
     return f"## Task\n{statement}\n\n## Seed program\n{seed}"

@@ -18,11 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from arts.search.state import INTERRUPTED
 from arts.tasks.base import EvalResult, Task, resolve_task
 from arts.tasks.evaluate import run_evaluation
-
-INTERRUPTED = "interrupted"
-"""How an interrupted evaluation's reason begins (`EvalResult.reason`)."""
 
 
 def ray_module() -> Any:

@@ -99,18 +99,14 @@ def parent_candidates(state: SearchState, cfg: RenderConfig) -> list[Node]:
 
 def shown_memory(state: SearchState, cfg: RenderConfig) -> list[int]:
     """Ids of the memory entries the prompt shows (the ones the scientist may drop)."""
-    return _latest([i.id for i in state.insights.values() if i.kind == "memory" and i.active], _entries(cfg))
+    return _latest(
+        [i.id for i in state.insights.values() if i.kind == "memory" and i.active], cfg.memory_entries
+    )
 
 
 def _latest(items: list, n: int) -> list:
     """The last n items; none for n = 0 (where `items[-0:]` would be all of them)."""
     return items[max(len(items) - n, 0) :]
-
-
-def _entries(cfg: RenderConfig) -> int:
-    # `search.methods.proposals` turns the memory off with `model_copy(update={"memory": 0})`, which sets a
-    # plain attribute; honour it until that reads `memory_entries`, then read cfg.memory_entries alone.
-    return getattr(cfg, "memory", cfg.memory_entries)
 
 
 def render_state(
@@ -128,7 +124,7 @@ def render_state(
     audits = [i.text for i in state.insights.values() if i.kind == "audit" and i.active]
     memory = _latest(
         [f"[m{i.id}] {i.text}" for i in state.insights.values() if i.kind == "memory" and i.active],
-        _entries(cfg),
+        cfg.memory_entries,
     )
     sections = [
         ("Task", [task_summary[: cfg.statement_chars]]),

@@ -87,7 +87,8 @@ class RuleBackend:
         """The user message of every proposal call."""
         self.sink = None
 
-    def answer(self, schema, purpose: str) -> dict:
+    def answer(self, schema, purpose: str, sample: int = 0) -> dict:
+        """The rules' answer; `sample` numbers the n completions of one call (independent lists differ)."""
         if purpose == "audit":
             return {
                 "metric": "squared error, smooth",
@@ -120,7 +121,8 @@ class RuleBackend:
                 cands.append(
                     {
                         "parent": self.rng.choice(parents),
-                        "hypothesis": f"{verb} {target} towards three, step {i}",
+                        "hypothesis": f"{verb} {target} towards three, step {i}"
+                        + (f", list {sample}" if sample else ""),
                         # the grammar's vocabulary where it has one, else one axis written two ways
                         "axis": _first(props["axis"], "X value" if i % 2 else "x-values"),
                         "region": _first(props["region"], "constants"),
@@ -178,17 +180,15 @@ class RuleBackend:
             self.sink(
                 Usage(backend="rules", model="rules", prompt_tokens=50, completion_tokens=10, purpose=purpose)
             )
-        text = json.dumps(self.answer(schema, purpose))
+        return [[self._completion(json.dumps(self.answer(schema, purpose, s)), schema) for s in range(n)]]
+
+    @staticmethod
+    def _completion(text: str, schema) -> Completion:
         try:
             parsed, error = schema.model_validate_json(text), None
         except ValueError as e:  # e.g. X's value menu is used up: a typed failure, as from a model
             parsed, error = None, str(e).splitlines()[0]
-        return [
-            [
-                Completion(text=text, parsed=parsed, error=error, prompt_tokens=50, completion_tokens=10)
-                for _ in range(n)
-            ]
-        ]
+        return Completion(text=text, parsed=parsed, error=error, prompt_tokens=50, completion_tokens=10)
 
     def logprobs(self, prompt, completion, schema=None, adapter=None):
         raise NotImplementedError

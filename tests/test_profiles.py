@@ -52,7 +52,7 @@ class CapableBackend(RuleBackend):
         self.parents_offered: list[list[int]] = []
         self.executor_ops: list[set[str]] = []
 
-    def answer(self, schema, purpose):
+    def answer(self, schema, purpose, sample=0):
         if purpose == "propose":
             item = schema.model_fields["candidates"].annotation.__args__[0]
             parents = list(item.model_fields["parent"].annotation.__args__)
@@ -64,7 +64,8 @@ class CapableBackend(RuleBackend):
                 "candidates": [
                     {
                         "parent": parents[i % len(parents)],
-                        "hypothesis": f"return a value nearer three, variant {i}",
+                        "hypothesis": f"return a value nearer three, variant {i}"
+                        + (f" of list {sample}" if sample else ""),
                         "axis": axes[i % len(axes)],
                         "region": props["region"].get("enum", ["functions"])[-1],
                         "probability": 0.5,
@@ -85,7 +86,7 @@ class CapableBackend(RuleBackend):
                 "body": f"def value():\n    return {value}\n",
             }
             return {"action": action} if "action" in schema.model_fields else action
-        return super().answer(schema, purpose)
+        return super().answer(schema, purpose, sample)
 
 
 def test_the_capable_profile_runs_free_hypotheses_parent_choice_and_function_rewrites(tmp_path, monkeypatch):

@@ -175,3 +175,63 @@ def test_a_truncated_directed_proposal_keeps_its_complete_candidates_and_their_l
     assert [(c.hypothesis, c.axis, c.region) for c in prop.candidates] == [
         ("probe X for its slope", "X", "probes")
     ]
+
+
+class SameLists(RuleBackend):
+    """Every one of a call's n lists is the same answer (a model that always says the same)."""
+
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+        one = super().generate(prompts, 1, sampling, schema, adapter, purpose)[0][0]
+        self.n_asked = getattr(self, "n_asked", []) + ([n] if purpose == "propose" else [])
+        return [[one] * n]
+
+
+def _group_run(tmp_path, monkeypatch, backend, **scientist):
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
+    cfg = SearchConfig(task=str(make_task(tmp_path / "task")), group=3, budget={"evals": 6}, seed=1)
+    cfg.scientist = cfg.scientist.model_copy(update=scientist)
+    run_with_rules(cfg, tmp_path / "run")
+    with Store.open(tmp_path / "run", create=False) as store:
+        return store.load_state()
+
+
+def test_each_action_of_a_group_is_drawn_from_its_own_list(tmp_path, monkeypatch):
+    """`arts search`: one proposal call samples N lists; each rollout is one draw from its list, stored with
+    that list's candidates (what it was drawn among) and index."""
+    backend = RuleBackend()
+    state = _group_run(tmp_path, monkeypatch, backend)
+    rounds = {r.round for r in state.rollouts.values()}
+    for k in rounds:
+        group = [r for r in state.rollouts.values() if r.round == k]
+        assert 1 <= len(group) <= 3  # the last round may stop short, at the budget
+        lists = [tuple(c["hypothesis"] for c in r.candidates) for r in group]
+        assert len(set(lists)) == len(group)  # one action drawn from each list
+        for r, shown in zip(group, lists):
+            assert shown[r.drawn] in r.action and len(shown) == 4  # K candidates in each list
+
+
+def test_an_action_two_lists_drew_runs_once_and_both_draws_share_its_outcome(tmp_path, monkeypatch):
+    """Identical lists: the same action is often drawn twice. It is evaluated once; every draw of it points
+    at that node, so GRPO counts it as often as it was drawn, with the reward the action earned."""
+    backend = SameLists()
+    state = _group_run(tmp_path, monkeypatch, backend)
+    assert set(backend.n_asked) == {3}
+    by_action: dict[tuple[int, str], list] = {}
+    for r in state.rollouts.values():
+        by_action.setdefault((r.round, r.action), []).append(r)
+    repeated = [rs for rs in by_action.values() if len(rs) > 1]
+    assert repeated, "with identical lists some action is drawn twice"
+    for rs in repeated:
+        assert len({r.node for r in rs}) == 1 and rs[0].node is not None
+        assert len({r.reward for r in rs}) == 1
+    made = [n for n in state.nodes.values() if n.rollout is not None]
+    assert len({n.id for n in made}) == len({(k, a) for k, a in by_action})  # one node per distinct action
+
+
+def test_one_list_draws_the_group_from_a_single_list(tmp_path, monkeypatch):
+    backend = SameLists()
+    state = _group_run(tmp_path, monkeypatch, backend, one_list=True)
+    assert set(backend.n_asked) == {1}
+    for k in {r.round for r in state.rollouts.values()}:
+        group = [r for r in state.rollouts.values() if r.round == k]
+        assert len({r.drawn for r in group}) == len(group)  # without replacement from the one list

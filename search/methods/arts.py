@@ -120,24 +120,37 @@ def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:
 
 def admissible(run: Run, proposed: Proposed) -> list[bool]:
     """Which candidates may be drawn: distinct from the abandoned directions and not a copy of another
-    candidate or of the prompt's example (`hypotheses.copies`)."""
+    candidate of its list or of the prompt's example (`hypotheses.copies`). Lists are independent samples:
+    one list repeating another is what the policy said twice, not a copy."""
     threshold = run.cfg.attribution.distinct_threshold
     ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
-    copied = hypotheses.copies(proposed.candidates, proposed.example)
+    copied = [
+        c
+        for p in proposed.lists
+        for c in hypotheses.copies(p.candidates, proposed.example)
+    ]
     return [keep and not copy for keep, copy in zip(ok, copied)]
 
 
 def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float, bool]]:
-    """The N actions of the round: (candidate index, probability, from the tail)."""
+    """The N actions of the round: (candidate index, probability, from the tail). With N lists
+    (`scientist.one_list` off), one drawn from each list that has an admissible candidate."""
     cfg, cands = run.cfg, proposed.candidates
     if cfg.components.verbalized:  # only admissible candidates can be drawn
-        idx = [i for i, keep in enumerate(ok) if keep]
-        weights = hypotheses.selection_weights(
-            run.state, [cands[i] for i in idx], cfg.space.cite_boost, cfg.components.observations
-        )
         threshold = cfg.scientist.tail_threshold if proposed.tail else None
-        draws = draw(weights, cfg.group, run.rng, tail_threshold=threshold)
-        picks = [(idx[d.index], d.probability, d.tail) for d in draws]
+        lists = len(proposed.lists)  # one action from each list; from a single list, N without replacement
+        picks = []
+        for list_idx in range(lists):
+            idx = [i for i, keep in enumerate(ok) if keep and (lists == 1 or proposed.list_of(i) == list_idx)]
+            weights = hypotheses.selection_weights(
+                run.state, [cands[i] for i in idx], cfg.space.cite_boost, cfg.components.observations
+            )
+            draws = (
+                draw(weights, cfg.group if lists == 1 else 1, run.rng, tail_threshold=threshold)
+                if idx
+                else []
+            )
+            picks += [(idx[d.index], d.probability, d.tail) for d in draws]
     else:  # ablation: the top admissible candidate for every action
         top = max((i for i in range(len(cands)) if ok[i]), key=lambda i: cands[i].probability)
         picks = [(top, cands[top].probability, False)] * cfg.group

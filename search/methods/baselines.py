@@ -20,6 +20,11 @@ from arts.search.methods.proposals import evals_left, propose, run_group
 from arts.search.overlap import default_workers
 from arts.search.state import Node
 
+DEBUG_REASON_CHARS = 120
+"""greedy: a failure's first line, quoted in its debug hypothesis, is cut to this."""
+MUTATION_TEXT_CHARS = 140
+"""mutate: a random edit's JSON, kept as the node's hypothesis, is cut to this."""
+
 
 def _first_candidates(run: Run, choose_parent: Callable[[], Node]) -> None:
     for _ in range(run.cfg.group):
@@ -56,7 +61,7 @@ def greedy_round(run: Run) -> None:
             and newest.status == "invalid"
             and _debug_depth(run, newest) < cfg.debug_depth
         ):
-            reason = newest.reason.splitlines()[0][:120] if newest.reason else "no result"
+            reason = newest.reason.splitlines()[0][:DEBUG_REASON_CHARS] if newest.reason else "no result"
             run.lab.expand(newest, f"Fix the failure of node {newest.id}: {reason}", newest.axis or "debug")
             continue
         parent = root if len(drafts) < cfg.drafts else (run.state.best() or root)
@@ -134,7 +139,11 @@ def _mutation(run: Run, parent: Node, drawn: Drawn | str = "now") -> Edit:
             node.status, node.reason = "invalid", "no applicable random edit"
             return node
         action, files = pick
-        node.files, node.hypothesis, node.axis = files, action.model_dump_json()[:140], "mutation"
+        node.files, node.hypothesis, node.axis = (
+            files,
+            action.model_dump_json()[:MUTATION_TEXT_CHARS],
+            "mutation",
+        )
         node.transcript = [{"action": action.model_dump()}]
         return run.lab.score(node, run.lab.evaluate(files, workdir))
 

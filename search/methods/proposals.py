@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
-from arts.policy.scientist import GENERIC_EXAMPLE, Proposal, canonical_action
+from arts.policy.scientist import GENERIC_EXAMPLE, REFINABLE_CHARS, Proposal, canonical_action
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.failures import Ahead
@@ -28,15 +28,35 @@ from arts.search.render import render_state, shown_memory
 from arts.search.state import Node, Rollout
 
 _OBS_ID = re.compile(r"\bo(\d+)\b")
+REFINABLE_SHARE = 4
+"""Hypotheses shown for refinement take at most 1/REFINABLE_SHARE of the spaces' prompt budget
+(`space.prompt_tokens`)."""
 
 
 @dataclass
 class Proposed:
     candidates: list[Candidate]
+    """Every list's candidates, one after another."""
     proposal: Proposal | None
+    """The first list (its prompt and schema are every list's)."""
     tail: bool = False
     example: str | None = None
     """The example hypothesis the prompt showed (a free-hypothesis proposal), if any."""
+    lists: list[Proposal] = field(default_factory=list)
+    """The verbalized lists sampled from the prompt (one, or one per action of the round)."""
+
+    def source(self, index: int) -> tuple[Proposal, int]:
+        """The list candidate `index` came from and its index there."""
+        for p in self.lists:
+            if index < len(p.candidates):
+                return p, index
+            index -= len(p.candidates)
+        raise IndexError(index)
+
+    def list_of(self, index: int) -> int:
+        """Which list candidate `index` came from."""
+        sizes = [len(p.candidates) for p in self.lists]
+        return next(i for i in range(len(sizes)) if index < sum(sizes[: i + 1]))
 
 
 def space_prompt(run: Run) -> tuple[str, list[int]]:
@@ -56,7 +76,11 @@ def state_prompt(run: Run) -> tuple[str, list[int], list[int]]:
     summary = f"{run.task.name}: {run.task.statement.strip()}"
     if plan := plan_lines(run.state.meta):
         summary = f"{plan}\n{summary}"
-    render = run.cfg.render if run.cfg.components.memory else run.cfg.render.model_copy(update={"memory": 0})
+    render = (
+        run.cfg.render
+        if run.cfg.components.memory
+        else run.cfg.render.model_copy(update={"memory_entries": 0})
+    )
     text, ids = render_state(run.state, summary, render, run.agents.count_tokens)
     spaces, obs = space_prompt(run)
     if spaces:
@@ -116,10 +140,12 @@ def propose(
     depth = max((run.state.nodes[i].depth for i in allowed), default=0)
     tail = investigate and depth >= cfg.scientist.tail_depth
     prompt = f"{state}\n\n## Inspected\n{extra[: cfg.render.inspected_chars]}" if extra else state
-    prop = run.agents.scientist.propose(
+    lists = cfg.group if investigate and not cfg.scientist.one_list and cfg.components.verbalized else 1
+    props = run.agents.scientist.propose_lists(
         prompt,
         allowed,
         tail=tail,
+        n=lists,
         seed=run.seeds.proposal(run.round, attempt),
         example=(example := "" if moves or attempt else targeting.example(run.state, run.rng)),
         observation_ids=obs or None,
@@ -127,20 +153,21 @@ def propose(
         refinable=refinable(run),
         plan_axes=plan_axes(run.state.meta),
     )
-    cands = prop.candidates
-    if not cands:
-        error = prop.completion.error if prop.completion else ""
-        run.ledger.event("proposal_failed", round=run.round, error=error)
-        run.log(f"round {run.round}: unusable proposal ({error or 'no answer'})")
-    return Proposed(cands, prop, tail, GENERIC_EXAMPLE if example is None else example or None)
+    for prop in props:
+        if not prop.candidates:
+            error = prop.completion.error if prop.completion else ""
+            run.ledger.event("proposal_failed", round=run.round, error=error)
+            run.log(f"round {run.round}: unusable proposal ({error or 'no answer'})")
+    cands = [c for prop in props for c in prop.candidates]
+    return Proposed(cands, props[0], tail, GENERIC_EXAMPLE if example is None else example or None, props)
 
 
 def refinable(run: Run) -> dict[int, str]:
     """The hypotheses a free proposal shows for refinement (`scientist.refines` of them, newest first),
-    while they fit in a quarter of the spaces' prompt budget (`space.prompt_tokens`)."""
-    budget, shown = run.cfg.space.prompt_tokens // 4, {}
+    while they fit in their share of the spaces' prompt budget (`REFINABLE_SHARE`)."""
+    budget, shown = run.cfg.space.prompt_tokens // REFINABLE_SHARE, {}
     for hid, text in hypotheses.refinable(run.state, run.cfg.scientist.refines).items():
-        budget -= run.agents.count_tokens(f"- h{hid}: {text[:100]}") + 1
+        budget -= run.agents.count_tokens(f"- h{hid}: {text[:REFINABLE_CHARS]}") + 1
         if budget < 0:
             break
         shown[hid] = text
@@ -162,14 +189,15 @@ def run_group(
     settled; a probe runs first, on its own."""
     rollouts: list[Rollout] = []
     nodes: list[Node] = []
-    cands, prop = proposed.candidates, proposed.proposal
+    cands = proposed.candidates
     workers = run_workers(run)
+    first: dict[str, Rollout] = {}  # an action drawn again (from another list) is run once
     waiting: list[tuple[Node, Node, Rollout, object]] = []  # begun, run at once below
     for i, (idx, prob, _tail) in enumerate(picks, 1):
         if run.stop_reason(within_round=True) or (waiting and len(waiting) >= evals_left(run)):
             break
         run.phase(f"execute {i}/{len(picks)}")
-        c = cands[idx]
+        c, (prop, j) = cands[idx], proposed.source(idx)
         probe = directed_target(c.hypothesis)
         probe = probe[1] if probe and probe[0] == "probe" else None
         rollout = run.ledger.add(
@@ -177,16 +205,19 @@ def run_group(
                 round=run.round,
                 group=run.round,
                 prompt=prop.messages,
-                candidates=[x.model_dump() for x in cands],
-                drawn=idx,
+                candidates=[x.model_dump() for x in prop.candidates],
+                drawn=j,
                 probability=min(max(prob, 0.0), 1.0),
                 action=canonical_action(c),
                 json_schema=prop.json_schema,
                 tokens=list(prop.completion.token_ids) if prop.spans else [],
-                span=list(prop.spans[idx]) if prop.spans else [],
+                span=list(prop.spans[j]) if prop.spans else [],
             )
         )
         rollouts.append(rollout)
+        if rollout.action in first:  # its outcome is the first draw's (`link_repeats`)
+            continue
+        first[rollout.action] = rollout
         if probe is not None:  # an observation sought: measured, not registered as a hypothesis
             probed = run_probe(run, probe)
             if probed:
@@ -205,7 +236,17 @@ def run_group(
         nodes.append(after(run, node, h))
     if waiting:
         nodes += run_at_once(run, waiting, workers, nodes, ahead)
+    link_repeats(run, rollouts, first)
     return rollouts, nodes
+
+
+def link_repeats(run: Run, rollouts: list[Rollout], first: dict[str, Rollout]) -> None:
+    """An action drawn from several lists ran once: each repeat gets the first draw's node, so GRPO sees
+    every draw (a likelier action counts as often as it was drawn) with the outcome the action had."""
+    for r in rollouts:
+        if r.node is None and (f := first.get(r.action)) is not r and f is not None and f.node is not None:
+            r.node = f.node
+            run.ledger.update(r)
 
 
 def run_at_once(

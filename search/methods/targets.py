@@ -19,13 +19,17 @@ from arts.policy.edits.keywords import keyword_menus, numeric_keywords
 from arts.policy.edits.moves import Moves, directed_target
 from arts.policy.edits.swaps import swap_menus
 from arts.policy.edits.targets import list_targets, number, return_functions
+from arts.search.render import VALUE_CHARS
 from arts.search.state import Node, SearchState
 
+KNOBS_SHOWN = 8
+"""How many of the best node's named constants the prompt lists."""
 
-def knobs(node: Node, limit: int = 8) -> str:
+
+def knobs(node: Node, limit: int = KNOBS_SHOWN) -> str:
     """The named constants of a node's program: what a small model can cite in a concrete hypothesis."""
     pairs = [(k, v) for text in node.files.values() for k, v in list_targets(text).constants.items()][:limit]
-    return "\n".join(f"- {k} = {v[:40]}" for k, v in pairs)
+    return "\n".join(f"- {k} = {v[:VALUE_CHARS]}" for k, v in pairs)
 
 
 def example(state: SearchState, rng: random.Random) -> str | None:
