@@ -35,17 +35,13 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TTT_PARENTS = 3
-"""Under TTT, unless `scientist.parents` is set, a proposal may start from this many nodes (the best half,
-then the most recent), so that a group teaches which node to expand, not only what to try."""
-
 DRAWS_PER_CANDIDATE = 4
 """A round draws at most this many actions per candidate of a proposal (`group <= 4 * scientist.candidates`):
 past that, nearly every drawn action repeats one already drawn."""
 
 MOVED_KEYS: dict[str, tuple[str, str]] = {
     "ttt.grpo.seed": ("seed", "the run's one seed also seeds the LoRA initialisation"),
-    "ttt.parents": ("scientist.parents", f"one knob with or without --ttt; under --ttt it defaults to {TTT_PARENTS}"),
+    "ttt.parents": ("scientist.parents", "one knob with or without --ttt, the same default in both"),
     "render.memory": ("render.memory_entries", "how many memory entries the prompt shows; components.memory "
                       "turns the memory off"),
     "analysis.statement_chars": ("analysis.plan_statement_chars", "the plan's cut of the statement; "
@@ -176,7 +172,7 @@ class SearchConfig(BaseModel):
             return data
         if (message := moved_key_message(data)) is not None:
             raise ValueError(message)
-        return apply_profile(_ttt_parents(data))
+        return apply_profile(data)
 
     @model_validator(mode="after")
     def _ttt_needs_groups(self) -> SearchConfig:
@@ -194,20 +190,6 @@ class SearchConfig(BaseModel):
                 "raise scientist.candidates or lower group"
             )
         return self
-
-
-def _ttt_parents(data: dict[str, Any]) -> dict[str, Any]:
-    """The data with `scientist.parents` at TTT_PARENTS where TTT is on and the data leaves it unset (before
-    the profile fills in its own default)."""
-    ttt, scientist = data.get("ttt", {}), data.get("scientist", {})
-    enabled = ttt.get("enabled") if isinstance(ttt, dict) else getattr(ttt, "enabled", False)
-    if enabled is not True:
-        return data
-    if isinstance(scientist, dict) and "parents" not in scientist:
-        return {**data, "scientist": {**scientist, "parents": TTT_PARENTS}}
-    if isinstance(scientist, BaseModel) and "parents" not in scientist.model_fields_set:
-        return {**data, "scientist": scientist.model_copy(update={"parents": TTT_PARENTS})}
-    return data
 
 
 _MISSING = object()
