@@ -11,7 +11,7 @@ runs' concordances, and per rate after the first its paired difference from the 
 bootstrap 95% interval stratified by task (`search.bench.metrics.mean_ci`). The replay is off policy (the actions were sampled by the run's own
 adapter); each update starts at ratio 1 under the replayed adapter, as an on-policy update would.
 
-Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--epochs 1] [--threads 1]
+Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--json out.json]
 """
 
@@ -52,16 +52,20 @@ def groups_of(run_dir: Path) -> list[list]:
     return [sorted(g, key=lambda r: r.id) for _, g in sorted(by_group.items())]
 
 
-def replay(model: str | None, groups: list[list], lr: float, epochs: int, seed: int) -> dict:
+def replay(
+    model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float
+) -> dict:
     backend = TransformersBackend(model, seed=seed)
-    trainer = Trainer(backend, GRPOConfig(lr=lr, epochs=epochs), Path(tempfile.mkdtemp()), seed=seed)
+    trainer = Trainer(
+        backend, GRPOConfig(lr=lr, steps=steps), Path(tempfile.mkdtemp()), temperature=temperature, seed=seed
+    )
     trainer.start()
     actions, kls, updates, seconds = [], [], 0, 0.0
     for members in groups:
         first = members[0]
         spans = [(r.span[0], r.span[1]) for r in members]
         full = trainer.proposal_logprobs(first.prompt, first.json_schema, first.tokens)
-        base = base_span_logprobs(backend, first.prompt, first.json_schema, first.tokens, spans)
+        base = base_span_logprobs(backend, first.prompt, first.json_schema, first.tokens, spans, temperature)
         if full is None or base is None:
             continue
         old = [full[s:e] for s, e in spans]
@@ -77,7 +81,7 @@ def replay(model: str | None, groups: list[list], lr: float, epochs: int, seed: 
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "epochs": epochs, "updates": updates, "kl_last": kls[-1] if kls else None,
+    return {"lr": lr, "steps": steps, "updates": updates, "kl_last": kls[-1] if kls else None,
             "update_s": seconds / updates if updates else None, **check.model_dump()}  # fmt: skip
 
 
@@ -111,7 +115,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", type=Path, nargs="+")
     ap.add_argument("--lr", type=float, nargs="+", default=[2e-4, 1e-3, 5e-3])
-    ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=GRPOConfig().steps, help="optimizer steps per update")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -124,7 +128,9 @@ def main() -> int:
         rows = []
         for lr in args.lr:
             t0 = time.perf_counter()
-            row = replay(cfg.scientist_model.model, groups, lr, args.epochs, cfg.seed)
+            row = replay(
+                cfg.scientist_model.model, groups, lr, args.steps, cfg.seed, cfg.scientist.temperature
+            )
             rows.append(row)
             c = row["concordance"]
             print(
