@@ -183,7 +183,8 @@ def model_card(adapter_dir: Path, k: int, info: RunInfo, merged: bool) -> str:
     rows = "\n".join(
         f"| {u.get('k')} | {u.get('round')} | {f(u, 'reward_mean', '.3f')} | {f(u, 'loss', '.4f')} | "
         f"{f(u, 'kl', '.4g')} | {f(u, 'clip_fraction', '.3f')} | {f(u, 'grad_norm', '.3g')} | "
-        f"{u.get('groups_used')} | {u.get('groups_skipped')} |"
+        f"{u.get('groups_used')} | {u.get('groups_skipped')} | {f(u, 'steps', 'd')} | {f(u, 'kl_old', '.4g')} | "
+        f"{f(u, 'entropy', '.3f')} |"
         for u in steps
     )
     result = ", ".join(
@@ -221,8 +222,8 @@ from the same state.
 - adapter: `adapters/{k}` after {k} update(s); LoRA r={config.get("r")}, alpha={config.get("lora_alpha")},
   target modules {_names(config.get("target_modules"))}
 
-| update | round | reward mean | loss | KL | clip fraction | grad norm | groups used | groups skipped |
-|---|---|---|---|---|---|---|---|---|
+| update | round | reward mean | loss | KL | clip fraction | grad norm | groups used | groups skipped | steps | KL to the sampling policy | entropy |
+|---|---|---|---|---|---|---|---|---|---|---|---|
 {rows}
 
 Load: `{load}`
