@@ -136,7 +136,8 @@ def node_rows(state: SearchState) -> str:
 
 
 def updates_section(state: SearchState) -> str:
-    """Test-time training: one row per GRPO update, and the mean reward and KL per update as charts."""
+    """Test-time training: one row per GRPO update, and the mean reward and KL (to the base; of the update
+    itself, to the policy that sampled its groups) per update as charts."""
     updates = [e.payload for e in sorted(state.events.values(), key=lambda e: e.id) if e.kind == "update"]
     if not updates:
         return ""
@@ -144,7 +145,10 @@ def updates_section(state: SearchState) -> str:
         "loss",
         "reward_mean",
         "kl",
+        "kl_old",
         "clip_fraction",
+        "steps",
+        "entropy",
         "grad_norm",
         "groups_used",
         "groups_skipped",
@@ -160,7 +164,7 @@ def updates_section(state: SearchState) -> str:
         line_chart([Series(label, [(float(u.get("k", i + 1)), float(u[key]))
                                    for i, u in enumerate(updates) if isinstance(u.get(key), (int, float))],
                            "#48c", line=False)], "update", label, integer_x=True)
-        for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the previous policy"))
+        for key, label in (("reward_mean", "mean reward"), ("kl", "KL to the base"), ("kl_old", "KL of the update"))
     ]  # fmt: skip
     head = "".join(f"<th>{c.replace('_', ' ')}</th>" for c in cols)
     return (

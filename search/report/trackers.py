@@ -17,7 +17,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any, Protocol
 
-UPDATE_FIGURES = ("loss", "reward_mean", "clip_fraction", "kl", "grad_norm")
+UPDATE_FIGURES = ("loss", "reward_mean", "clip_fraction", "kl", "kl_old", "entropy", "steps", "grad_norm")
 """The fields of an `update` event that go to a tracker as `ttt/<name>`."""
 
 
