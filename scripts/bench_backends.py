@@ -37,7 +37,7 @@ from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Request, Sampling  # noqa: E402
 from arts.policy.edits.prompt import action_prompt  # noqa: E402
 from arts.policy.edits.targets import list_targets  # noqa: E402
-from arts.policy.scientist import proposal_schema  # noqa: E402
+from arts.policy.proposal_schema import proposal_schema  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402
 
 PARAGRAPH = (

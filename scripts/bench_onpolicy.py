@@ -33,7 +33,8 @@ import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Sampling  # noqa: E402
-from arts.policy.scientist import Scientist, ScientistConfig, proposal_schema  # noqa: E402
+from arts.policy.proposal_schema import proposal_schema  # noqa: E402
+from arts.policy.scientist import Scientist, ScientistConfig  # noqa: E402
 from arts.policy.spans import candidate_token_spans  # noqa: E402
 from arts.training.grpo import Group, GRPOConfig, grpo_update  # noqa: E402
 from arts.training.logprobs import adapter_scope, score_targets, span_targets  # noqa: E402

@@ -312,7 +312,7 @@ def test_value_menus_list_their_steps_coarse_to_fine_the_extremes_last():
 def test_directed_hypotheses_name_a_direction_and_a_real_target_under_the_grammar():
     """The pattern as the decoder enforces it: xgrammar's grammar, not only pydantic's check."""
     xgr = pytest.importorskip("xgrammar")
-    from arts.policy.scientist import candidate_item, directed_pattern
+    from arts.policy.proposal_schema import candidate_item, directed_pattern
 
     moves = {"BATCH": ("increase", "decrease"), "LR": ("decrease",), "priority": ("rewrite",)}
     item = candidate_item([1], pattern=directed_pattern(moves))

@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from arts.policy.scientist import candidate_schema
+from arts.policy.proposal_schema import candidate_schema
 from arts.rewards import group_advantages
 from arts.training.grpo import Group, GRPOConfig, UpdateStats, grpo_update, lora_config, make_optimizer
 from arts.training.logprobs import adapter_scope, build_targets, grammar_text, score_targets, target_logprobs
@@ -79,7 +79,7 @@ def test_advantages_sum_to_zero_in_a_group():
 
 
 def test_grammar_text_is_what_the_grammar_accepts(tiny_backend):
-    from arts.policy.scientist import canonical_action
+    from arts.policy.proposal_schema import canonical_action
 
     compact = json.dumps(ACTIONS[0], separators=(",", ":"))
     assert build_targets(tiny_backend, SCHEMA, [compact]) == [None]  # compact JSON is off-grammar

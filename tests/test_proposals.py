@@ -64,7 +64,7 @@ def test_a_proposal_that_only_copies_the_example_is_asked_again_without_it(tmp_p
 def test_directed_candidates_are_labelled_from_a_vocabulary(tmp_path, rules):
     """Axis: the target the hypothesis moves; region: the kind of move. The grammar offers only those, and
     a candidate naming another target of its share is relabelled after the one it moves."""
-    from arts.policy.scientist import KINDS, labelled, proposal_schema
+    from arts.policy.proposal_schema import KINDS, labelled, proposal_schema
 
     schema = proposal_schema(
         [1], 2, None, ["^increase X$", "^tune alpha$"], [{"X": ("increase",)}, {"alpha": ("tune",)}]
@@ -106,7 +106,7 @@ def test_a_candidate_may_name_the_hypothesis_it_refines_and_the_executor_is_told
 def test_free_candidates_label_from_the_plans_axes_and_the_kinds_of_change(tmp_path, rules):
     """A free proposal's axis is one of the plan's axes (or `other`) and its region a kind of change:
     the grammar refuses a free string, and hypotheses of a capable-style run share the plan's words."""
-    from arts.policy.scientist import FREE_REGIONS, OTHER, proposal_schema
+    from arts.policy.proposal_schema import FREE_REGIONS, OTHER, proposal_schema
 
     item = proposal_schema([1], 2, plan_axes=["model size", "lr"]).model_fields["candidates"].annotation
     props = item.__args__[0].model_json_schema()["properties"]
@@ -132,7 +132,7 @@ def test_free_candidates_label_from_the_plans_axes_and_the_kinds_of_change(tmp_p
 
 
 def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
-    from arts.policy.scientist import proposal_schema
+    from arts.policy.proposal_schema import proposal_schema
 
     schema = proposal_schema([1], 2, None, None, None, [7, 9])
     item = schema.model_fields["candidates"].annotation.__args__[0]

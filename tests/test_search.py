@@ -221,7 +221,7 @@ def test_the_first_leading_swap_is_a_share_of_its_own():
 def test_on_the_breast_cancer_seed_one_candidate_can_only_swap_the_tree():
     """The real targets of the built-in seed: the tree's numeric keywords move like constants, and the
     swap, which leads them, gets a candidate whose grammar admits nothing else."""
-    from arts.policy.scientist import directed_pattern
+    from arts.policy.proposal_schema import directed_pattern
     from arts.search.methods.targets import targets
     from arts.search.state import SearchState
     from arts.tasks.base import BUILTIN_DIR

@@ -17,7 +17,7 @@ from arts.policy.edits.moves import directed_target
 from arts.policy.edits.mutation import random_edit
 from arts.policy.edits.swaps import kept_keywords, siblings, swap_menus, swap_sites
 from arts.policy.executor import Executor, ExecutorConfig
-from arts.policy.scientist import directed_pattern
+from arts.policy.proposal_schema import directed_pattern
 from arts.tasks.base import BUILTIN_DIR, EvalResult
 from tests.doubles import ScriptedBackend, SwapRules, run_with_rules
 

@@ -312,7 +312,7 @@ def test_completion_logprobs_shares_the_prompt_and_carries_gradients(tiny_backen
 
 def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
     from arts.policy.parsing import salvage_items
-    from arts.policy.scientist import candidate_item
+    from arts.policy.proposal_schema import candidate_item
 
     item = candidate_item([1, 2])
     good = '{"parent": 2, "hypothesis": "set MARGIN to 0.02", "axis": "margin", "region": "constants", "probability": 0.5}'

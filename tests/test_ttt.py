@@ -21,7 +21,7 @@ import torch
 from safetensors.torch import load_file
 
 from arts.policy.base import BackendError
-from arts.policy.scientist import candidate_schema, canonical_action, proposal_schema
+from arts.policy.proposal_schema import candidate_schema, canonical_action, proposal_schema
 from arts.rewards import RewardConfig, group_advantages
 from arts.search.learning import Learning
 from arts.search.ledger import Ledger

@@ -33,7 +33,7 @@ import torch
 from pydantic import BaseModel
 
 from arts.policy.backends.decoding import completion_logprobs
-from arts.policy.scientist import candidate_schema, canonical_action
+from arts.policy.proposal_schema import candidate_schema, canonical_action
 
 ACTION_KEYS = ("parent", "hypothesis", "axis")
 """The single action's fields, in the order the action schema (and so the grammar) writes them."""

@@ -124,11 +124,7 @@ def admissible(run: Run, proposed: Proposed) -> list[bool]:
     one list repeating another is what the policy said twice, not a copy."""
     threshold = run.cfg.attribution.distinct_threshold
     ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
-    copied = [
-        c
-        for p in proposed.lists
-        for c in hypotheses.copies(p.candidates, proposed.example)
-    ]
+    copied = [c for p in proposed.lists for c in hypotheses.copies(p.candidates, proposed.example)]
     return [keep and not copy for keep, copy in zip(ok, copied)]
 
 

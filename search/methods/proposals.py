@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
-from arts.policy.scientist import GENERIC_EXAMPLE, REFINABLE_CHARS, Proposal, canonical_action
+from arts.policy.proposal_schema import canonical_action
+from arts.policy.scientist import GENERIC_EXAMPLE, REFINABLE_CHARS, Proposal
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.failures import Ahead
