@@ -26,6 +26,7 @@ trained on: their outcome says nothing about the action.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -38,7 +39,8 @@ from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
-from arts.training.ttt import ActionGroup, Trainer
+from arts.training.ttt import ADAPTER, ActionGroup, Trainer
+from arts.training.watch import class_logprobs
 
 DRIFT = 1e-3
 """Largest difference between a recomputed old log-prob and the stored one that is float rounding."""
@@ -57,6 +59,7 @@ class Learning:
         use_adapter: Callable[[str | None], None],
         log: Callable[[str], None] = print,
         serving: Any = None,
+        watch: str | None = None,
     ):
         if serving is not None and not hasattr(serving, "load_adapter"):
             raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
@@ -68,6 +71,8 @@ class Learning:
         )
         self.use_adapter, self.log = use_adapter, log
         self.serving = serving
+        self.watch = watch
+        """A class of moves whose held-out probability each update measures (`training.watch`)."""
         """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.last_round = 0
         """Rounds up to this one have been examined for training."""
@@ -170,6 +175,8 @@ class Learning:
             if self.last_round < r.round <= round and r.reward is not None and r.old_logprob is not None
         ]  # fmt: skip
         groups = self._groups(rollouts)
+        if self.watch and rollouts:
+            self._watch(max(rollouts, key=lambda r: r.id), round)
         result = self.trainer.update(groups, note={"last_round": round, "rollouts": [r.id for r in rollouts]})
         examined, self.last_round = self.last_round, round
         for r in rollouts:
@@ -193,6 +200,37 @@ class Learning:
             f"update {self.trainer.k}: loss {stats.loss:.4f}  reward mean {stats.reward_mean:.2f}  groups "
             f"{stats.groups_used} used / {stats.groups_skipped} skipped  {stats.seconds:.1f}s"
         )
+
+    def _watch(self, newest: Rollout, round: int) -> None:
+        """The watched class's log-prob under the adapter in force and the base, on the newest prompt (which
+        the update about to run trains on, so no adapter so far has seen it)."""
+        parent = json.loads(newest.action).get("parent", 0)
+        trainer = self.trainer
+        got = class_logprobs(
+            trainer.backend,
+            newest.prompt,
+            newest.json_schema,
+            self.watch,
+            parent,
+            ADAPTER,
+            trainer.temperature,
+        )
+        if got is None:
+            self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, scored=False)
+            return
+        tuned, base = got
+        ratio = math.exp(tuned - base)
+        self.ledger.event(
+            "watch",
+            round=round,
+            k=trainer.k,
+            move=self.watch,
+            scored=True,
+            logprob=tuned,
+            base=base,
+            ratio=ratio,
+        )
+        self.log(f"watch {self.watch!r}: x{ratio:.2f} the base model's probability under {trainer.label}")
 
     def _groups(self, rollouts: list[Rollout]) -> list[ActionGroup]:
         """Training groups from stored rollouts; old per-token log-probs from the sampling-time cache, or

@@ -150,6 +150,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         log=run.log,
         use_adapter=run.agents.use_adapter,
         serving=serving,
+        watch=cfg.ttt.watch,
     )
     learning.start()
     return learning

@@ -408,3 +408,10 @@ def test_round_caps_and_the_group_bound_are_named(monkeypatch, capsys):
     assert "raise scientist.candidates or lower group" in capsys.readouterr().err
     main(["search", "toy", "-k", "2", "--group", str(2 * DRAWS_PER_CANDIDATE)])
     assert seen[-1].group == 8
+
+
+def test_ttt_watch_reaches_the_run_from_the_command_line(monkeypatch):
+    seen = capture_runs(monkeypatch)
+    main(["search", "toy", "--ttt", "--set", "ttt.watch=increase STEPS"])
+    main(["search", "toy", "--ttt", "--ttt.watch", "decrease TOL"])
+    assert [c.ttt.watch for c in seen] == ["increase STEPS", "decrease TOL"]

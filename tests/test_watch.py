@@ -1,0 +1,58 @@
+"""Learning you can see: before each update, the probability the adapter in force gives a watched class of
+moves on a prompt it has not trained on, against the base model's (`training.watch`, `ttt.watch`)."""
+
+from __future__ import annotations
+
+from arts.policy.proposal_schema import canonical_action, proposal_schema
+from arts.rewards import RewardConfig
+from arts.search.learning import Learning
+from arts.search.ledger import Ledger
+from arts.search.state import Node, Rollout
+from arts.search.store import Store
+from arts.training.grpo import GRPOConfig
+from arts.training.ttt import ADAPTER, Trainer
+from arts.training.watch import class_logprobs
+
+PROMPT = [
+    {"role": "system", "content": "You are a research scientist. Answer with JSON only."},
+    {"role": "user", "content": "Nodes: 1 (seed, -4). Propose 4 experiments."},
+]
+MOVES = ["increase X by half", "decrease X by half", "rewrite f to return 3", "tune k of fit"]
+CANDIDATES = [{"parent": 1, "hypothesis": h, "axis": "value", "probability": 0.25} for h in MOVES]
+SCHEMA = proposal_schema([1], len(CANDIDATES)).model_json_schema()
+
+
+def test_a_fresh_adapter_gives_a_class_the_base_models_probability(tmp_path, tiny_backend):
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    trainer.start()
+    tuned, base = class_logprobs(tiny_backend, PROMPT, SCHEMA, "increase X", 1, ADAPTER)
+    assert tuned == base and tuned < 0
+
+
+def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_path, tiny_backend):
+    """`increase X` pays every round: at the second update the adapter trained on round 1 gives it more
+    probability than the base on round 2's prompt, which it has not trained on."""
+    ledger = Ledger(Store.open(tmp_path / "run"))
+    ledger.add(Node(status="seed", score=-4.0, raw_score=-4.0))
+    lines: list[str] = []
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
+    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=lines.append,
+                   watch="increase X")  # fmt: skip
+    ttt.start()
+    for k in (1, 2, 3):
+        rollouts = []
+        for i, c in enumerate(CANDIDATES):
+            r = ledger.add(Rollout(round=k, group=k, prompt=PROMPT, candidates=CANDIDATES, drawn=i,
+                                   action=canonical_action(c), json_schema=SCHEMA))  # fmt: skip
+            score = -1.0 if c["hypothesis"].startswith("increase X") else -9.0
+            node = ledger.add(Node(parent=1, depth=1, round=k, status="valid", score=score, rollout=r.id))
+            r.node = node.id
+            rollouts.append(ledger.update(r))
+        ttt.sampled(rollouts)
+        ttt.reward(k)
+        ttt.update(k)
+    watched = [e.payload for e in ledger.events("watch")]
+    assert [w["k"] for w in watched] == [0, 1, 2] and all(w["scored"] for w in watched)
+    assert abs(watched[0]["ratio"] - 1.0) < 1e-6  # no update yet: the base model's own probability
+    assert watched[-1]["ratio"] > watched[0]["ratio"] and watched[-1]["ratio"] > 1.2
+    assert any(line.startswith("watch 'increase X': x") for line in lines)
