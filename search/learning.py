@@ -149,7 +149,12 @@ class Learning:
 
     def credit(self) -> CreditCheck:
         """The credit check of this run so far (`training.credit`), recorded as a `credit_check` event."""
-        check = credit_check(self.ledger.state, self.trainer.backend, warm=self.trainer.init is not None)
+        check = credit_check(
+            self.ledger.state,
+            self.trainer.backend,
+            warm=self.trainer.init is not None,
+            temperature=self.trainer.temperature,
+        )
         self.ledger.event("credit_check", **check.model_dump())
         return check
 
@@ -198,7 +203,9 @@ class Learning:
         self._publish()
         self.log(
             f"update {self.trainer.k}: loss {stats.loss:.4f}  reward mean {stats.reward_mean:.2f}  groups "
-            f"{stats.groups_used} used / {stats.groups_skipped} skipped  {stats.seconds:.1f}s"
+            f"{stats.groups_used} used / {stats.groups_skipped} skipped  steps {stats.steps}"
+            f"{' (KL bound)' if stats.kl_stop else ''}  clip {stats.clip_fraction:.3f}  KL {stats.kl_old:.4f}"
+            f"/{stats.kl:.4f}  entropy {stats.entropy:.3f}  {stats.seconds:.1f}s"
         )
 
     def _watch(self, newest: Rollout, round: int) -> None:
@@ -279,7 +286,9 @@ class Learning:
         return old
 
 
-def credit_check(state: SearchState, backend: Any, *, warm: bool = False) -> CreditCheck:
+def credit_check(
+    state: SearchState, backend: Any, *, warm: bool = False, temperature: float = 1.0
+) -> CreditCheck:
     """The credit check (`training.credit`) of a run's rewarded rollouts: each one's stored log-prob under
     the adapter that sampled it against the base model's, on `backend` (the scientist's base weights, with or
     without adapters loaded). Checkpoint 0's rollouts count only after a warm start."""
@@ -296,11 +305,15 @@ def credit_check(state: SearchState, backend: Any, *, warm: bool = False) -> Cre
             for tokens in dict.fromkeys(tuple(r.tokens) for r in members):
                 rows = [i for i, r in enumerate(members) if tuple(r.tokens) == tokens]
                 spans = [(members[i].span[0], members[i].span[1]) for i in rows]
-                got = base_span_logprobs(backend, first.prompt, first.json_schema or {}, list(tokens), spans)
+                got = base_span_logprobs(
+                    backend, first.prompt, first.json_schema or {}, list(tokens), spans, temperature
+                )
                 for i, b in zip(rows, got or [None] * len(rows)):
                     base[i] = b
         else:
-            base = base_text_logprobs(backend, first.prompt, first.json_schema, [r.action for r in members])
+            base = base_text_logprobs(
+                backend, first.prompt, first.json_schema, [r.action for r in members], temperature
+            )
         actions += [
             CreditAction(group, r.reward, r.old_logprob, b)
             for r, b in zip(members, base)

@@ -558,7 +558,7 @@ r.make_backend = lambda mc, sink, seed: (
 from arts.search.config import SearchConfig
 cfg = SearchConfig(task={task!r}, group=4, budget={{"evals": 400, "rounds": {rounds}}},
                    executor_model={{"backend": "rules"}}, ttt={{"enabled": True, "grpo": {{"lr": 1e-2}}}},
-                   scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640}})
+                   scientist={{"audits": 0, "inspect": 0, "candidates": 2, "max_tokens": 640, "parents": 3}})
 if {resume}:
     r.resume_run(Path({run!r}))
 else:

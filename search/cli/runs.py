@@ -108,8 +108,11 @@ def cmd_credit(args: argparse.Namespace) -> int:
     local = args.model or (cfg.ttt.trainer_model if cfg else None) or model
     backend = make_backend(ModelConfig(model=local), lambda u: None, 0)
     zero = checkpoint_path(Path(args.run_dir), 0)
-    warm = zero.is_dir() and "warm_start" in read_state(zero)
-    check = credit_check(state, backend, warm=warm)
+    saved = read_state(zero) if zero.is_dir() else {}
+    # the temperature the run's log-probs were taken at (runs from before it was recorded: 1)
+    check = credit_check(
+        state, backend, warm="warm_start" in saved, temperature=saved.get("temperature", 1.0)
+    )
     (Path(args.run_dir) / "credit.json").write_text(json.dumps(check.model_dump(), indent=2))
     print(check.line())
     return 0
