@@ -270,3 +270,20 @@ def test_a_single_cause_is_enough_with_k_1():
 def test_attribute_without_causes_is_none():
     decision, backend = run(causes={"causes": CAUSES["causes"][:2]})
     assert decision is None and backend.purposes == ["causes"]
+
+
+def test_no_gain_in_either_window_is_full_decay_as_sage_defaults_it():
+    assert trajectory([1.0] * 8, CFG).marginal_decay == 1.0  # D = 1 without a positive gain
+    assert trajectory([0, 0, 0, 0, 0.2, 0.4, 0.6], CFG).marginal_decay == 0.0  # no gain, then gains again
+
+
+def test_a_stall_is_attributed_beside_a_failed_node():
+    from arts.search.investigation.failures import todo
+    from arts.search.state import Node, SearchState
+
+    nodes = {1: Node(id=1, status="seed", score=0.5)}
+    for i in range(2, 10):
+        nodes[i] = Node(id=i, parent=1, status="valid", score=0.5)
+    nodes[10] = Node(id=10, parent=1, status="invalid", reason="exit status 1")
+    work = todo(SearchState(nodes=nodes), [nodes[10]], CFG)
+    assert work.stall is not None and work.plateau and [n.id for n in work.nodes] == [work.stall.id, 10]

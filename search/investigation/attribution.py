@@ -167,6 +167,8 @@ def trajectory(best_so_far: list[float], cfg: AttributionConfig | None = None) -
         recent, earlier = vals[-1] - vals[-window], vals[-window] - vals[-2 * window + 1]
         if earlier > 0:
             decay = min(max(1.0 - recent / earlier, 0.0), 1.0)
+        elif recent <= 0:  # no gain in either window: fully decayed, as SAGE defaults D
+            decay = 1.0
     return Trajectory(
         points=len(vals),
         slope=slope / scale,

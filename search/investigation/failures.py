@@ -1,7 +1,7 @@
 """Failure attribution over one round: which work is attributed, and each decision stored with its inputs.
 
-A round's failed or regressed nodes are attributed; when none is and the best-so-far curve has stalled
-(slope, volatility, marginal decay), the plateau is: its best experiment's report, with the trajectory
+A round's failed or regressed nodes are attributed; when the best-so-far curve has stalled (slope,
+volatility, marginal decay), the plateau is too, first: its best experiment's report, with the trajectory
 features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
 plateau's experiments tested. In the reflection mode one free-text reflection replaces the diagnosis. At most
 `per_round` attributions run (each is three model calls); while a round's experiments run at once, those
@@ -46,20 +46,23 @@ class Todo(NamedTuple):
     nodes: list[Node]
     plateau: list[Node]
     traj: Trajectory
+    stall: Node | None = None
+    """The plateau's best experiment, attributed for the stall (its decision applies to the plateau)."""
 
 
 def todo(state: SearchState, nodes: list[Node], cfg: AttributionConfig) -> Todo:
-    """This round's failed or regressed nodes; when there are none and the curve has stalled, the best
-    experiment of the plateau (with the plateau)."""
-    failed = [n for n in nodes if failed_or_regressed(state, n)]
+    """This round's failed or regressed nodes; when the curve has stalled, also the best experiment of the
+    plateau (with the plateau), first and besides `per_round`: a stall is attributed and routed whether or
+    not a node failed."""
+    failed = [n for n in nodes if failed_or_regressed(state, n)][: cfg.per_round]
     traj = trajectory(best_so_far(state), cfg)
-    plateau: list[Node] = []
-    if not failed and stalled(traj, cfg):
-        plateau = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None]
-        plateau = plateau[-cfg.window :]
-        scored = [n for n in plateau if n.status == "valid" and n.score is not None]
-        failed = [max(scored, key=lambda n: n.score)] if scored else plateau[-1:]
-    return Todo(failed[: cfg.per_round], plateau, traj)
+    if not stalled(traj, cfg):
+        return Todo(failed, [], traj)
+    plateau = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None]
+    plateau = plateau[-cfg.window :]
+    scored = [n for n in plateau if n.status == "valid" and n.score is not None]
+    stall = max(scored, key=lambda n: n.score) if scored else plateau[-1]
+    return Todo([stall] + [n for n in failed if n.id != stall.id], plateau, traj, stall)
 
 
 class Ahead:
@@ -140,12 +143,13 @@ def attribute_round(
 
     def one(n: Node) -> tuple[Node, Decision | None]:
         rep = report(state, n, ledger.store.node_dir(n.id))
-        if plateau:
+        stall = work.stall is not None and n.id == work.stall.id
+        if stall:
             rep += "\n" + stall_text(traj, plateau)
         if cfg.mode == "reflection":
             reflect(ledger, analyst, rep, n, round, seed)
             return n, None
-        early = ahead is not None and not plateau and n.id in ahead.decisions
+        early = ahead is not None and not stall and n.id in ahead.decisions
         decision = (
             ahead.decisions[n.id] if early else attribute(analyst, rep, cfg, seed=seed, together=together)
         )
@@ -157,7 +161,7 @@ def attribute_round(
             ok=decision is not None,
             decision=decision.model_dump() if decision else None,
             trajectory=traj.model_dump(),
-            plateau=[m.id for m in plateau],
+            plateau=[m.id for m in plateau] if stall else [],
         )
         return n, decision
 
@@ -165,7 +169,8 @@ def attribute_round(
     jobs = [lambda n=n: one(n) for n in work.nodes]
     for n, decision in together(jobs) if together else [job() for job in jobs]:
         if decision is not None:  # a stall's decision applies to every experiment of the plateau
-            out.update({m.id: decision for m in plateau or [n]})
+            stall = work.stall is not None and n.id == work.stall.id
+            out.update({m.id: decision for m in plateau if m.id not in out} if stall else {n.id: decision})
     return out
 
 
