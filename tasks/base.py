@@ -60,6 +60,9 @@ class MetricConfig(_Strict):
     """A published reference score, for the optimality gap."""
     references: list[str] = []
     """Where the reference numbers come from (free text, shown by `arts tasks show`)."""
+    deterministic: bool = Field(False, strict=True)
+    """The evaluator gives a program the same score every time (seeded, no wall-clock budget on the
+    score): a doubted measurement is never repeated; a failure routed to the protocol is repaired."""
 
 
 MAX_TIMEOUT_S = 7 * 24 * 3600

@@ -288,3 +288,21 @@ def test_the_scientist_may_propose_a_probe_and_a_drawn_one_is_measured_not_regis
     assert not [h for h in state.hypotheses.values() if h.text.startswith("probe")]
     scheduled = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "probe"]
     assert _events(state, "probe") and not scheduled  # sought by the scientist, not by a prediction
+
+
+def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tmp_path, rules):
+    """`metric.deterministic = true`: the first doubted measurement is already implemented again from its
+    parent, not repeated (the same score would tell nothing)."""
+    rules.cause = ("design", "major")
+    cfg = _cfg(tmp_path, budget={"evals": 10}, attribution={"window": 2, "min_slope": 1.0})
+    toml = tmp_path / "task" / "task.toml"
+    toml.write_text(
+        toml.read_text().replace('direction = "maximize"\n', 'direction = "maximize"\ndeterministic = true\n')
+    )
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert not _events(state, "remeasure")
+    followed = _events(state, "follow_up")
+    assert followed and all(e["step"] != "remeasure" for e in followed)
+    repairs = [state.nodes[e["result"]] for e in followed if e["step"] == "repair" and e["result"]]
+    assert any("declares its evaluator deterministic" in n.instructions for n in repairs)

@@ -105,21 +105,27 @@ def agree(a: float, b: float) -> bool:
     return abs(a - b) <= AGREE * max(1.0, abs(a), abs(b))
 
 
-def reproducible(ledger: Ledger) -> bool:
-    """Whether this run's evaluator has shown itself deterministic: it has remeasured a node, and every
-    remeasurement reproduced the first score."""
+def reproducible(ledger: Ledger, declared: bool = False) -> bool:
+    """Whether this run's evaluator is deterministic: `declared` so by its task (`metric.deterministic`),
+    or shown so: it has remeasured a node, and every remeasurement reproduced the first score."""
     seen = ledger.events("remeasure")
-    return bool(seen) and all(e.payload["stable"] for e in seen)
+    return declared or (bool(seen) and all(e.payload["stable"] for e in seen))
 
 
-def as_run(item: FollowUp, state: SearchState, ledger: Ledger) -> FollowUp:
-    """The follow-up as it runs now: a remeasurement on a run whose evaluator has reproduced every
-    remeasured score (`reproducible`) becomes a repair from the node's parent (the same score again
-    would tell nothing); any other follow-up as scheduled."""
+def as_run(item: FollowUp, state: SearchState, ledger: Ledger, deterministic: bool = False) -> FollowUp:
+    """The follow-up as it runs now: a remeasurement on a run whose evaluator is deterministic (declared,
+    or it reproduced every remeasured score: `reproducible`) becomes a repair from the node's parent (the
+    same score again would tell nothing); any other follow-up as scheduled."""
     node = state.nodes.get(item.node)
-    if item.step != "remeasure" or node is None or node.parent is None or not reproducible(ledger):
+    if item.step != "remeasure" or node is None or node.parent is None:
         return item
-    why = "Its measurement is reproducible (this evaluator gave every remeasured score again exactly)"
+    if not reproducible(ledger, deterministic):
+        return item
+    why = (
+        "Its measurement is reproducible (the task declares its evaluator deterministic)"
+        if deterministic
+        else "Its measurement is reproducible (this evaluator gave every remeasured score again exactly)"
+    )
     return item.model_copy(
         update={
             "step": "repair",

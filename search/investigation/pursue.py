@@ -25,7 +25,8 @@ def follow_ups(run: Run) -> list[Node]:
     for _ in range(run.cfg.attribution.follow_ups):
         if run.stop_reason(within_round=True) or (item := followups.take(run.ledger)) is None:
             break
-        item = followups.as_run(item, run.state, run.ledger)
+        metric = run.task.config.metric
+        item = followups.as_run(item, run.state, run.ledger, bool(metric and metric.deterministic))
         run.phase(f"follow up: {item.step} of node {item.node}")
         if item.step == "probe":
             probed = run_probe(run, item.text)
