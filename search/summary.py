@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 from arts.search.context import Run
-from arts.search.investigation.space import best_supported, established, unexplained
+from arts.search.investigation.standing import best_supported, established, unexplained
 from arts.search.methods.base import Method
 from arts.search.report.html import write_report
 from arts.tasks.evaluate import run_evaluation

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from arts.search.investigation.space import (
     archive,
-    best_supported,
-    established,
     find_hypothesis,
     hypothesis_for,
     lineage,
@@ -14,17 +12,15 @@ from arts.search.investigation.space import (
     observe,
     record_node,
     refine,
-    refuted,
     relate,
     retain,
     revivable,
     revive,
     set_aside,
-    standing,
-    unexplained,
     work,
 )
 from arts.search.investigation.spacemap import hypothesis_map, render_space, under_explored
+from arts.search.investigation.standing import best_supported, established, refuted, standing, unexplained
 from arts.search.state import Evidence, Hypothesis, Node, Observation, Record, SearchState
 
 _FIELD = {Node: "nodes", Hypothesis: "hypotheses", Observation: "observations", Evidence: "evidence"}

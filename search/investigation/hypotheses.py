@@ -16,7 +16,7 @@ from collections import Counter
 
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
-from arts.search.investigation import followups, probes, space
+from arts.search.investigation import followups, probes, space, standing
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
 from arts.search.render import HYPOTHESIS_LINE_CHARS, INSIGHT_CHARS
@@ -99,7 +99,7 @@ def selection_weights(
     state: SearchState, cands: list[Candidate], cite_boost: float, observations: bool
 ) -> list[float]:
     regions = Counter(space.normalise_label(c.region) for c in cands)
-    open_ids = {o.id for o in space.unexplained(state)} if observations else set()
+    open_ids = {o.id for o in standing.unexplained(state)} if observations else set()
     out = []
     for c in cands:
         w = c.probability / regions[space.normalise_label(c.region)]
@@ -172,7 +172,7 @@ class Exploit:
                 continue
             if decision is not None:  # accept: the result stands as measured, judged as any other
                 self.ledger.event("hypothesis_status", round=self.round, id=h.id, status="accepted")
-            if self.observations and space.refuted(state, h.id):
+            if self.observations and standing.refuted(state, h.id):
                 changed += self.commit(space.set_aside(h, self.round, self.cooldown), "set_aside", h)
             elif any(improved(state, n) for n in h.nodes):
                 changed += self.commit(space.retain(h, self.round), "retained", h)

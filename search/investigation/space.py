@@ -5,14 +5,13 @@ observation is a fact seen during the search that stands on its own, and an `Evi
 to the other (support / oppose / neutral / unassessed). This module holds the rules of both spaces as pure
 functions over a `SearchState`: which stored hypothesis a text already is, the status life cycle
 (pending → working → retained; set aside with a cooldown → revived; archived on a pivot), when a repeated
-observation is confirmed, and what counts as refuted or established (the map the prompt shows is
-`spacemap`).
+observation is confirmed, and which evidence is current (what that evidence makes of a hypothesis is
+`standing`; the map the prompt shows is `spacemap`).
 
 Every function returns the records to add (id 0) or changed copies (same id); the caller persists them
 with `Store.add` / `Store.update`. Nothing here does I/O, calls a model, or mutates the records it is given.
 A hypothesis is found again by meaning (`meaning.same`: a paraphrase of a set-aside hypothesis is that
 hypothesis, cooldown included); labels and observations are compared after a lexical normalisation.
-Not done here: weighing evidence beyond counting: one confirmed opposing observation refutes a hypothesis.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from arts.search.state import (
     Evidence,
     Hypothesis,
     HypothesisStatus,
-    Node,
     Observation,
     ObservationSource,
     Record,
@@ -276,7 +274,7 @@ def confirm(o: Observation) -> Observation:
     return o if not o.provisional else _changed(o, provisional=False)
 
 
-def _latest_pairs(state: SearchState) -> dict[tuple[int, int], Evidence]:
+def latest_pairs(state: SearchState) -> dict[tuple[int, int], Evidence]:
     """The latest evidence of each (observation, hypothesis) pair whose both ends exist."""
     out: dict[tuple[int, int], Evidence] = {}
     for e in state.evidence.values():
@@ -303,96 +301,9 @@ def relate(
             "restrict the answer schema to existing ids"
         )
     note = note.strip()[:300]
-    existing = _latest_pairs(state).get((observation_id, hypothesis_id))
+    existing = latest_pairs(state).get((observation_id, hypothesis_id))
     if existing is not None:
         return _changed(existing, relation=relation, round=round, note=note)
     return Evidence(
         observation=observation_id, hypothesis=hypothesis_id, relation=relation, round=round, note=note
     )
-
-
-class Tally(BaseModel):
-    """Observation counts per relation."""
-
-    model_config = ConfigDict(extra="forbid")
-    support: int = 0
-    """Observations that support the hypothesis."""
-    oppose: int = 0
-    """Observations that oppose it."""
-    neutral: int = 0
-    """Observations assessed as neither."""
-    unassessed: int = 0
-    """Observations related to it but not assessed yet."""
-
-
-class Standing(BaseModel):
-    """Where a hypothesis stands: its evidence split by whether the observation is confirmed."""
-
-    model_config = ConfigDict(extra="forbid")
-    confirmed: Tally = Field(default_factory=Tally)
-    """Counts over confirmed observations (seen twice, or confirmed by a comparison)."""
-    provisional: Tally = Field(default_factory=Tally)
-    """Counts over provisional observations (seen once); these never refute."""
-
-
-def _standings(state: SearchState) -> dict[int, Standing]:
-    out: dict[int, Standing] = {}
-    for (oid, hid), e in _latest_pairs(state).items():
-        s = out.setdefault(hid, Standing())
-        tally = s.provisional if state.observations[oid].provisional else s.confirmed
-        setattr(tally, e.relation, getattr(tally, e.relation) + 1)
-    return out
-
-
-def standing(state: SearchState, hypothesis_id: int) -> Standing:
-    """Support / oppose / neutral / unassessed counts for one hypothesis, confirmed and provisional."""
-    return _standings(state).get(hypothesis_id, Standing())
-
-
-def refuted(state: SearchState, hypothesis_id: int) -> bool:
-    """True when a confirmed observation opposes it (a provisional observation never refutes)."""
-    return standing(state, hypothesis_id).confirmed.oppose > 0
-
-
-def established(state: SearchState, hypothesis_id: int) -> bool:
-    """Confirmed support and no confirmed opposition (unrefuted but unsupported is not established)."""
-    s = standing(state, hypothesis_id).confirmed
-    return s.support > 0 and s.oppose == 0
-
-
-def unexplained(state: SearchState) -> list[Observation]:
-    """Observations that no working, retained or revived hypothesis has a support relation with."""
-    explained = {
-        oid
-        for (oid, hid), e in _latest_pairs(state).items()
-        if e.relation == "support"
-        and state.hypotheses[hid].status in ACTIVE
-        and not state.hypotheses[hid].archived
-    }
-    return [o for _, o in sorted(state.observations.items()) if o.id not in explained]
-
-
-def best_supported(state: SearchState) -> Node | None:
-    """The answer node: the best valid node, preferring nodes whose hypotheses are not refuted.
-
-    Order: no tested hypothesis refuted, then score (higher first; unscored last, as in a diagnosis task),
-    then an established hypothesis, then confirmed support, then the oldest node.
-    """
-    standings = _standings(state)
-    by_node: dict[int, list[int]] = {}
-    for h in state.hypotheses.values():
-        for nid in h.nodes:
-            by_node.setdefault(nid, []).append(h.id)
-
-    def key(n: Node) -> tuple:
-        s = [standings.get(hid, Standing()).confirmed for hid in by_node.get(n.id, [])]
-        return (
-            not any(t.oppose for t in s),
-            n.score is not None,
-            n.score or 0.0,
-            any(t.support and not t.oppose for t in s),
-            sum(t.support for t in s),
-            -n.id,
-        )
-
-    return max(state.valid_nodes(), key=key, default=None)

@@ -13,7 +13,8 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
-from arts.search.investigation.space import normalise_label, revivable, unexplained
+from arts.search.investigation.space import normalise_label, revivable
+from arts.search.investigation.standing import unexplained
 from arts.search.render import HYPOTHESIS_LINE_CHARS
 from arts.search.state import SearchState
 

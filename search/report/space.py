@@ -12,7 +12,7 @@ from __future__ import annotations
 import html
 from collections.abc import Callable
 
-from arts.search.investigation.space import standing
+from arts.search.investigation.standing import standing
 from arts.search.report.grounding import ground, measured_values, numbers
 from arts.search.state import SearchState
 
