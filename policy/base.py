@@ -91,6 +91,9 @@ class Completion(BaseModel):
     """Log-probability of each of `token_ids` when it was sampled, under the temperature-1 distribution
     after the grammar mask (temperature and top-p not applied): what `logprobs()` recomputes and GRPO
     needs. Empty where a backend cannot report them."""
+    top_logprobs: list[list[tuple[int, float]]] = []
+    """When asked for (`generate(top_logprobs=k)`): at each of `token_ids`, the k likeliest (token id,
+    log-prob) under the distribution of `logprobs`. Empty otherwise."""
 
     @property
     def ok(self) -> bool:

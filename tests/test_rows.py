@@ -150,14 +150,16 @@ def test_a_backend_without_batching_runs_the_requests_one_by_one():
 
 
 def test_the_embedded_model_decodes_executor_prompts_together_as_alone(embedded_backend):
-    """The real 135M model, three grammar-constrained prompts of different lengths at once."""
+    """The real 135M model, three grammar-constrained prompts of different lengths at once (an edit's
+    JSON is about 25 tokens, forced keys included, and max_tokens counts them all)."""
+    edit = GREEDY.model_copy(update={"max_tokens": 40})
     prompts = [
         Request(
             "Program:\nLR = 0.003\nBATCH = 64\nHypothesis: decrease LR. Answer with one edit.",
-            sampling=GREEDY,
+            sampling=edit,
             schema=Edit,
         ),
-        Request("Hypothesis: increase MARGIN. One edit.", sampling=GREEDY, schema=Edit),
+        Request("Hypothesis: increase MARGIN. One edit.", sampling=edit, schema=Edit),
         Request(
             "Which move should the next experiment make on a circle packing program? Pick one.",
             sampling=GREEDY.model_copy(update={"max_tokens": 32}),

@@ -47,6 +47,13 @@ class Sample:
     error: str | None = None
     cached: int = 0
     """Prompt tokens whose cache an earlier prompt's gave (`prefixes`), not run for this sample."""
+    top: list[list[tuple[int, float]]] = field(default_factory=list)
+    """With `top_logprobs=k`: at each position the k likeliest (token, log-prob) under the distribution
+    `logprobs` uses (tokens the grammar masks out are left out, so there may be fewer)."""
+
+
+TokenSink = Callable[[int, Sample, int], None]
+"""Called as tokens are decoded with (sample index, the sample, how many tokens it just gained)."""
 
 
 def hf_model(model: Any) -> Any:
@@ -93,8 +100,10 @@ def _finish(
     matcher: xgr.GrammarMatcher | None,
     stop_ids: set[int],
     stop_hit: Callable[[list[int]], bool] | None,
+    max_tokens: int,
 ) -> bool:
-    """Whether `sample` ended with `token` (its finish_reason set when it did)."""
+    """Whether `sample` ended with `token` (its finish_reason set when it did): a stop, or 'length'
+    once it holds `max_tokens` tokens, forced ones included (as OpenAI's `max_tokens` counts them)."""
     if matcher is not None:
         if not matcher.accept_token(token):
             sample.finish_reason, sample.error = "error", f"grammar rejected token {token}"
@@ -104,7 +113,7 @@ def _finish(
         done = token in stop_ids or (stop_hit is not None and stop_hit(sample.token_ids))
     if done:
         sample.finish_reason = "stop"
-    return done
+    return done or len(sample.token_ids) >= max_tokens
 
 
 def _record(
@@ -115,16 +124,32 @@ def _record(
     matchers: list[xgr.GrammarMatcher] | None,
     stop_ids: set[int],
     stop_hit: Callable[[list[int]], bool] | None,
+    max_tokens: int,
+    tops: list[list[tuple[int, float]]] | None = None,
+    on_tokens: TokenSink | None = None,
 ) -> list[int]:
     """Append each active row's token and log-prob; the batch rows that go on decoding."""
     keep = []
     for row, (i, token, logprob) in enumerate(zip(active, tokens, logprobs, strict=True)):
         samples[i].token_ids.append(token)
         samples[i].logprobs.append(logprob)
+        if tops is not None:
+            samples[i].top.append(tops[row])
         matcher = matchers[i] if matchers is not None else None
-        if not _finish(samples[i], token, matcher, stop_ids, stop_hit):
+        if not _finish(samples[i], token, matcher, stop_ids, stop_hit, max_tokens):
             keep.append(row)
+        if on_tokens is not None:
+            on_tokens(i, samples[i], 1)
     return keep
+
+
+def _top(every: torch.Tensor, k: int) -> list[list[tuple[int, float]]]:
+    """The k likeliest (token, log-prob) of each row of log-probs, masked-out (-inf) ones left out."""
+    values, ids = every.topk(min(k, every.shape[-1]), dim=-1)
+    return [
+        [(t, v) for t, v in zip(row_ids, row_values, strict=True) if v != float("-inf")]
+        for row_ids, row_values in zip(ids.tolist(), values.tolist(), strict=True)
+    ]
 
 
 @torch.inference_mode()
@@ -141,9 +166,14 @@ def sample_group(
     stop_hit: Callable[[list[int]], bool] | None = None,
     jump_forward: bool = True,
     kept: Prefixes | None = None,
+    top_logprobs: int = 0,
+    on_tokens: TokenSink | None = None,
 ) -> list[Sample]:
     """N completions of one prompt from a shared prefill (see the module docstring); with `kept`, the
     prompt starts from the kept call sharing the most first tokens with it, and is kept (`prefixes`).
+    A completion holds at most `sampling.max_tokens` tokens, forced ones included.
+    `top_logprobs=k` records each position's k likeliest tokens (`Sample.top`); `on_tokens` hears of
+    each row's tokens as they are decoded (streaming), after they are recorded.
 
     With `matchers` (one per row, plus a bitmask of at least n rows) decoding is grammar-constrained
     and ends when the grammar terminates; `stop_hit(token_ids)` reports a stop string in a row's text.
@@ -167,8 +197,13 @@ def sample_group(
         if matchers is not None and bitmask is not None:
             fill_and_apply(logits, [matchers[i] for i in active], bitmask)
         chosen = choose_tokens(logits, sampling.temperature, sampling.top_p, generator)
-        logprobs = torch.log_softmax(logits, dim=-1).gather(1, chosen[:, None]).squeeze(1)
-        keep = _record(samples, active, chosen.tolist(), logprobs.tolist(), matchers, stop_ids, stop_hit)
+        every = torch.log_softmax(logits, dim=-1)
+        logprobs = every.gather(1, chosen[:, None]).squeeze(1)
+        tops = _top(every, top_logprobs) if top_logprobs else None
+        keep = _record(
+            samples, active, chosen.tolist(), logprobs.tolist(), matchers, stop_ids, stop_hit,
+            sampling.max_tokens, tops, on_tokens,
+        )  # fmt: skip
         if not keep or step == sampling.max_tokens - 1:
             break
         if len(keep) < len(active):
@@ -192,11 +227,13 @@ def sample_group(
         if forced:
             rows = out[0, :-1].clone()
             xgr.apply_token_bitmask_inplace(rows, masks.to(rows.device))
-            lp = torch.log_softmax(rows, dim=-1).gather(1, ids[0, 1:, None]).squeeze(1)
+            every = torch.log_softmax(rows, dim=-1)
             sample.token_ids.extend(forced)
-            sample.logprobs.extend(lp.tolist())
-            if len(sample.token_ids) >= sampling.max_tokens:
-                break
+            sample.logprobs.extend(every.gather(1, ids[0, 1:, None]).squeeze(1).tolist())
+            if top_logprobs:
+                sample.top.extend(_top(every, top_logprobs))
+            if on_tokens is not None:
+                on_tokens(active[0], sample, len(forced))
         logits = out[:, -1]
     return samples
 

@@ -12,9 +12,8 @@ sees exactly the tokens and positions it would see alone; only the order of floa
 differs, and greedy decoding gives the same tokens (`tests/test_rows.py`).
 
 Each row draws from its own generator, so a seeded row samples what it would sample alone. A row ends
-at a stop, when its grammar completes, after `max_tokens` sampled tokens, or when forced tokens bring it
-to `max_tokens` in all (the cap `sample_group` applies to a lone row: forced text is not sampled, so it
-does not count against the sampling steps). Rows that finish leave the batch and the cache. Log-probs are recorded as `sample_group` records them (under the
+at a stop, when its grammar completes, or once it holds `max_tokens` tokens, forced ones included (as
+`sample_group` and OpenAI's `max_tokens` count them). Rows that finish leave the batch and the cache. Log-probs are recorded as `sample_group` records them (under the
 grammar mask, before temperature and top-p).
 Not done: N samples of one prompt sharing a prefill inside a batch (a row per sample; `sample_group`
 remains the way for that), a cache of other kinds than `DynamicCache`.
@@ -146,7 +145,6 @@ def decode_rows(
         row.sample.cached = n
     cache, mask = _joined(model, list(caches))
     positions = [len(r.prompt_ids) for r in rows]  # the next real position of each row
-    steps = [0] * len(rows)  # tokens each row has sampled (forced ones not counted)
     logits = torch.stack(firsts)
     active = list(range(len(rows)))  # batch row b is rows[active[b]]
     key, _ = _forward_keywords(type(model))
@@ -164,8 +162,7 @@ def decode_rows(
             token, logprob = _choose(row, logits[b])
             sample.token_ids.append(token)
             sample.logprobs.append(logprob)
-            steps[active[b]] += 1
-            if _ended(row, token, stop_ids) or steps[active[b]] >= row.sampling.max_tokens:
+            if _ended(row, token, stop_ids) or len(sample.token_ids) >= row.sampling.max_tokens:
                 continue
             forced, allowed = [], None
             if jump_forward and row.matcher is not None:

@@ -23,7 +23,7 @@ import torch
 from pydantic import BaseModel
 
 from arts.policy.backends.adapters import LoraAdapters
-from arts.policy.backends.decoding import Sample, completion_logprobs, sample_group
+from arts.policy.backends.decoding import Sample, TokenSink, completion_logprobs, sample_group
 from arts.policy.backends.grammar import GrammarCache
 from arts.policy.backends.prefixes import Prefixes
 from arts.policy.backends.registry import BACKENDS
@@ -136,10 +136,15 @@ class TransformersBackend(LoraAdapters):
         schema: type[BaseModel] | None = None,
         adapter: str | None = None,
         purpose: str = "",
+        *,
+        top_logprobs: int = 0,
+        on_tokens: TokenSink | None = None,
     ) -> list[list[Completion]]:
         """n completions per prompt; one prefill per prompt. A `sampling.seed` fixes the whole call's
         randomness (prompts draw from one generator, in order); None continues the backend's own
-        generator (seeded at construction). With a schema, stop strings are ignored: the grammar ends it."""
+        generator (seeded at construction). With a schema, stop strings are ignored: the grammar ends it.
+        `top_logprobs=k` fills each completion's `top_logprobs`; `on_tokens(sample index, sample, new)`
+        hears of tokens as they are decoded (prompts decode one after another)."""
         if n < 1:
             raise ValueError(f"n must be at least 1, got {n}")
         sampling = sampling or Sampling()
@@ -152,7 +157,7 @@ class TransformersBackend(LoraAdapters):
                 ids = self.encode_prompt(prompt)
                 self._check_length(len(ids), sampling.max_tokens)
                 t0 = time.perf_counter()
-                samples = self._sample(ids, n, sampling, schema, generator, adapter)
+                samples = self._sample(ids, n, sampling, schema, generator, adapter, top_logprobs, on_tokens)
                 wall = time.perf_counter() - t0
                 out.append([self._completion(s, len(ids), wall, sampling, schema) for s in samples])
                 usage.prompt_tokens += n * len(ids)
@@ -242,6 +247,8 @@ class TransformersBackend(LoraAdapters):
         schema: type[BaseModel] | None,
         generator: torch.Generator,
         adapter: str | None = None,
+        top_logprobs: int = 0,
+        on_tokens: TokenSink | None = None,
     ) -> list[Sample]:
         matchers = bitmask = stop_hit = None
         if schema is not None:
@@ -251,7 +258,7 @@ class TransformersBackend(LoraAdapters):
         return sample_group(
             self._base, ids, n, sampling, stop_ids=self.stop_ids, generator=generator,
             matchers=matchers, bitmask=bitmask, stop_hit=stop_hit, jump_forward=self.jump_forward,
-            kept=self.prefixes if adapter is None else None,
+            kept=self.prefixes if adapter is None else None, top_logprobs=top_logprobs, on_tokens=on_tokens,
         )  # fmt: skip
 
     def _completion(
@@ -278,6 +285,7 @@ class TransformersBackend(LoraAdapters):
         return Completion(
             text=text, token_ids=sample.token_ids, logprobs=sample.logprobs, prompt_tokens=prompt_tokens,
             completion_tokens=len(sample.token_ids), wall_s=wall, finish_reason=sample.finish_reason,
+            top_logprobs=sample.top,
             parsed=parsed, error=error, constrained=schema is not None,
         )  # fmt: skip
 
