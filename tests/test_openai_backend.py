@@ -368,4 +368,4 @@ def test_health_models_and_errors_are_json(tiny_url):
         assert code == status and isinstance(error["message"], str), answer
         assert "[{'" not in error["message"] and "Traceback" not in error["message"]  # no repr
     missing = http("POST", f"{tiny_url}/chat/completions", {"model": "tiny"})[1]["error"]["message"]
-    assert missing == "messages: Field required"
+    assert missing == 'messages: Field required; give a list of {"role": ..., "content": ...} objects'

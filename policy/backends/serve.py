@@ -5,8 +5,8 @@ be used by any OpenAI client — another machine's search (`--backend openai`), 
 curl — and the same client code (`OpenAIBackend`) drives `arts serve` and `vllm serve` alike.
 
 Routes: `GET /health`; `GET /v1/models`; `POST /v1/chat/completions` (messages, n, temperature, top_p,
-max_tokens, stop, seed, stream, response_format json_schema or json_object; answers carry `usage`;
-errors are OpenAI-shaped JSON objects); `POST /v1/load_lora_adapter`
+max_tokens, stop, seed, stream, logprobs, top_logprobs, response_format json_schema or json_object;
+answers carry `usage`; errors are OpenAI-shaped JSON objects, a line per wrong field naming the fix); `POST /v1/load_lora_adapter`
 ({lora_name, lora_path}, as vLLM's); the request's `model` selects the base model or a loaded adapter.
 Two extensions: `POST /tokenize` ({prompt} → {count}, as vLLM's, without token ids) and
 `POST /v1/arts/logprobs` ({model, messages, completion, schema} → {logprobs}), which `OpenAIBackend`
@@ -18,26 +18,24 @@ them.
 `json_object` is the JSON-object schema `{"type": "object"}`, which xgrammar compiles to its JSON grammar
 restricted to objects (any keys, any JSON values), so even the 135M model returns one.
 
-Streaming (`stream: true`) answers in server-sent events as OpenAI clients expect: a first chunk with the
-role at once (so a client sees the request accepted), then the content, a chunk with `finish_reason`,
-a usage chunk when `stream_options.include_usage`, and `data: [DONE]`. The backends decode a whole
-answer at a time (N samples share one prefill under one grammar), so the content arrives when it is
-decoded, in word-sized chunks, not token by token.
+`max_tokens` counts every token of a completion, grammar-forced ones included, so under a schema an
+answer stops there with `finish_reason: "length"` and `usage` counts the tokens it returned. Log-probs
+are those the backend recorded while sampling (temperature 1, after the grammar mask; temperature and
+top-p not applied), with `top_logprobs` alternatives from the same distribution; a backend that cannot
+give them answers 400. Streaming (`stream: true`) sends the role at once, then each token's text as it
+is decoded (`policy.backends.chat_wire`).
 
-Deliberately not done: tools, logprobs on chat answers, unloading adapters, authentication (bind to
-127.0.0.1, the default, or put a proxy in front), concurrency (one request at a time: a local model on
-a CPU gains nothing from more).
+Deliberately not done: tools, unloading adapters, authentication (bind to 127.0.0.1, the default, or
+put a proxy in front), concurrency (one request at a time: a local model on a CPU gains nothing from
+more).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import re
+import inspect
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -46,6 +44,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
+from arts.policy.backends.chat_wire import ApiError, Decode, chat_response, stream_events
 from arts.policy.backends.schemas import schema_model
 from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
 
@@ -66,6 +65,8 @@ class ChatRequest(BaseModel):
     response_format: dict[str, Any] | None = None
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
 
 
 class LoadAdapterRequest(BaseModel):
@@ -85,14 +86,6 @@ class LogprobsRequest(BaseModel):
 class TokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     prompt: str
-
-
-class ApiError(Exception):
-    """An error answered in OpenAI's shape: {"error": {"message", "type", "code"}}."""
-
-    def __init__(self, status: int, message: str, kind: str = "invalid_request_error"):
-        super().__init__(message)
-        self.status, self.message, self.kind = status, message, kind
 
 
 def text_of(content: Any) -> str:
@@ -124,56 +117,6 @@ def request_schema(fmt: dict[str, Any] | None) -> type[BaseModel] | None:
         raise ApiError(400, f"response_format: {e}") from None
 
 
-def chat_response(model: str, comps: list[Completion]) -> dict[str, Any]:
-    choices = [
-        {
-            "index": i,
-            "message": {"role": "assistant", "content": c.text},
-            "finish_reason": c.finish_reason or "stop",
-        }
-        for i, c in enumerate(comps)
-    ]
-    usage = _usage(comps) | {"prompt_tokens_details": {"cached_tokens": 0}}
-    return {
-        "id": f"chatcmpl-{uuid.uuid4().hex}",
-        "object": "chat.completion",
-        "created": int(time.time()),
-        "model": model,
-        "choices": choices,
-        "usage": usage,
-    }
-
-
-def _usage(comps: list[Completion]) -> dict[str, Any]:
-    prompt = comps[0].prompt_tokens if comps else 0
-    completion = sum(c.completion_tokens for c in comps)
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
-
-
-def stream_events(model: str, generate: Any, n: int, include_usage: bool) -> Iterator[str]:
-    """Server-sent events of one chat completion: the role at once, then `generate()`'s answers."""
-    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion.chunk",
-            "created": int(time.time()), "model": model}  # fmt: skip
-
-    def event(choices: list[dict[str, Any]], **extra: Any) -> str:
-        return f"data: {json.dumps({**head, 'choices': choices, **extra})}\n\n"
-
-    yield event([{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-                 for i in range(n)])  # fmt: skip
-    try:
-        comps = generate()
-    except ApiError as e:  # the status line is sent; the error goes in the stream, as OpenAI's does
-        yield f"data: {json.dumps({'error': {'message': e.message, 'type': e.kind, 'code': e.status}})}\n\n"
-        return
-    for i, c in enumerate(comps):
-        for piece in re.findall(r"\s*\S+|\s+", c.text):
-            yield event([{"index": i, "delta": {"content": piece}, "finish_reason": None}])
-        yield event([{"index": i, "delta": {}, "finish_reason": c.finish_reason or "stop"}])
-    if include_usage:
-        yield event([], usage=_usage(comps))
-    yield "data: [DONE]\n\n"
-
-
 def build_app(
     backend: Backend, served_name: str | None = None, adapters: dict[str, str] | None = None
 ) -> FastAPI:
@@ -198,17 +141,11 @@ def build_app(
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, e: ApiError) -> JSONResponse:
-        return JSONResponse({"error": {"message": e.message, "type": e.kind, "code": e.status}}, e.status)
+        return JSONResponse(e.body(), e.status)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, e: RequestValidationError) -> JSONResponse:
-        problems = "; ".join(
-            f"{'.'.join(str(x) for x in err.get('loc', ()) if x != 'body') or 'body'}: {err.get('msg')}"
-            for err in e.errors()
-        )
-        return JSONResponse(
-            {"error": {"message": problems, "type": "invalid_request_error", "code": 400}}, 400
-        )
+        return JSONResponse(ApiError(400, field_problems(e.errors())).body(), 400)
 
     @app.exception_handler(HTTPException)
     async def _http(_: Request, e: HTTPException) -> JSONResponse:  # 404 and 405 as JSON too
@@ -242,25 +179,35 @@ def build_app(
                 temperature=req.temperature, top_p=req.top_p, max_tokens=max_tokens, stop=stop, seed=req.seed
             )
         except ValidationError as e:
-            raise ApiError(400, str(e)) from None
+            raise ApiError(400, field_problems(e.errors())) from None
         if not 1 <= req.n <= 64:
-            raise ApiError(400, "n must be between 1 and 64")
+            raise ApiError(400, f"n: {req.n} is out of range; give {FIXES['n']}")
+        top = logprob_request(backend, req)
+        extra: dict[str, Any] = {"top_logprobs": top} if top is not None else {}
+        text = token_decoder(backend)
 
-        def generate() -> list[Completion]:
+        def generate(on_tokens: Any = None) -> list[Completion]:
+            live = {"on_tokens": on_tokens} if on_tokens is not None else {}
             with lock:
                 try:
                     out = backend.generate(
-                        to_messages(req.messages), n=req.n, sampling=sampling, schema=schema, adapter=adapter
-                    )
+                        to_messages(req.messages), n=req.n, sampling=sampling, schema=schema, adapter=adapter,
+                        **extra, **live,
+                    )  # fmt: skip
                 except (ValueError, BackendError) as e:  # e.g. the prompt does not fit the context
                     raise ApiError(400, str(e)) from None
             return out[0]
 
+        per_token = text(special=True) if top is not None else None
         if req.stream:
             usage = bool((req.stream_options or {}).get("include_usage"))
-            events = stream_events(req.model, generate, req.n, usage)
+            live = takes(backend.generate, "on_tokens") and hasattr(backend, "tokenizer")
+            events = stream_events(
+                req.model, generate, req.n, usage, decode=text(special=False), stop=[] if schema else stop,
+                live=live, logprobs=per_token,
+            )  # fmt: skip
             return StreamingResponse(events, media_type="text/event-stream")
-        return chat_response(req.model, generate())
+        return chat_response(req.model, generate(), per_token)
 
     @app.post("/v1/load_lora_adapter")
     def load_lora_adapter(req: LoadAdapterRequest) -> PlainTextResponse:
@@ -301,6 +248,72 @@ def build_app(
         return {"logprobs": [float(v) for v in values]}
 
     return app
+
+
+FIXES = {
+    "model": "a served model's name (GET /v1/models lists them)",
+    "messages": 'a list of {"role": ..., "content": ...} objects',
+    "temperature": "a number from 0 (greedy) up",
+    "top_p": "a number above 0 and at most 1",
+    "max_tokens": "a whole number from 1 up",
+    "max_completion_tokens": "a whole number from 1 up",
+    "n": "a whole number from 1 to 64",
+    "logprobs": "true or false",
+    "top_logprobs": "a whole number from 0 to 20, with logprobs: true",
+    "stop": "a string or a list of strings",
+    "seed": "a whole number",
+}
+"""What to give for each request field, appended to a message about it."""
+
+
+def field_problems(errors: Any) -> str:
+    """Pydantic's errors as one line per field: the field, what is wrong, what to give (no URLs)."""
+    lines = []
+    for err in errors:
+        loc = [str(x) for x in err.get("loc", ()) if x != "body"]
+        if err.get("type") == "json_invalid":
+            lines.append(f"body: not valid JSON ({err.get('ctx', {}).get('error', 'cannot parse')})")
+            continue
+        field = ".".join(loc) or "body"
+        fix = FIXES.get(loc[0]) if loc else None
+        lines.append(f"{field}: {err.get('msg')}" + (f"; give {fix}" if fix else ""))
+    return "\n".join(dict.fromkeys(lines))
+
+
+def takes(fn: Any, name: str) -> bool:
+    """Whether `fn` has a parameter `name` (what a backend's `generate` offers beyond the protocol)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def logprob_request(backend: Backend, req: ChatRequest) -> int | None:
+    """The `top_logprobs` to ask the backend for (0: the sampled tokens' only), None without
+    `logprobs`; a 400 where the request or the backend cannot have them."""
+    if not req.logprobs:
+        if req.top_logprobs:
+            raise ApiError(400, "top_logprobs: needs logprobs: true in the same request")
+        return None
+    if not (takes(backend.generate, "top_logprobs") and hasattr(backend, "tokenizer")):
+        raise ApiError(
+            400,
+            f"logprobs: the {backend.name} backend behind this server does not record log-probs on chat "
+            "answers; send logprobs: false, or score a completion with POST /v1/arts/logprobs",
+        )
+    return req.top_logprobs or 0
+
+
+def token_decoder(backend: Backend) -> Any:
+    """`text(special=)`: a function from token ids to text, special tokens kept or not."""
+
+    def text(special: bool) -> Decode:
+        tokenizer = getattr(backend, "tokenizer", None)
+        if tokenizer is None:
+            return lambda ids: ""
+        return lambda ids: tokenizer.decode(ids, skip_special_tokens=not special)
+
+    return text
 
 
 def load_adapter(backend: Backend, name: str, path: str) -> None:
