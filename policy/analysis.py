@@ -32,6 +32,13 @@ Severity = Literal["minor", "major", "fatal"]
 Stance = Literal["support", "oppose", "neutral"]
 
 ANALYST = "You analyse the results of experiments on a program. Answer with JSON only."
+SUPPORT_GRADES = (0.0, 0.25, 0.5, 0.75, 1.0)
+"""The critic scores a cause's support on these grades only: a number it could copy from the report (the
+failed node's own score, measured: 0.68899 three times in one run) is not one of them."""
+CRITIC_SEED_OFFSET = 7919
+"""The critic samples with its own seed (the round's, offset by this), not the analyst's that wrote the
+causes: an independent reading of the evidence, not the same draw replayed under another prompt."""
+
 CRITIC = (
     "You are a sceptical reviewer. You trust only what the logs and numbers show, and you score "
     "explanations that others wrote. Answer with JSON only."
@@ -47,7 +54,9 @@ class AnalysisConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     temperature: float = Field(0.3, ge=0)
-    """Sampling temperature of every analysis call (0 is greedy)."""
+    """Sampling temperature of every analysis call (0 is greedy) but the critic's."""
+    critic_temperature: float = Field(0.7, ge=0)
+    """The critic's sampling temperature: its own draw, not the analyst's near-greedy reading again."""
     report_chars: int = Field(1200, ge=200)
     """A report longer than this keeps its head and tail (result line first, stderr tail last)."""
     plan_statement_chars: int = Field(1600, ge=200)
@@ -211,7 +220,14 @@ class Analyst:
         """The Completion of the latest call; None when the latest call had nothing to ask."""
 
     def _call(
-        self, system: str, user: str, schema: type[BaseModel], purpose: str, max_tokens: int, seed: int | None
+        self,
+        system: str,
+        user: str,
+        schema: type[BaseModel],
+        purpose: str,
+        max_tokens: int,
+        seed: int | None,
+        temperature: float | None = None,
     ) -> BaseModel | None:
         """The parsed answer (None when it did not validate); the completion is kept in `last`."""
         self.last = ask(
@@ -219,7 +235,7 @@ class Analyst:
             chat(system, user),
             schema,
             purpose=purpose,
-            temperature=self.config.temperature,
+            temperature=self.config.temperature if temperature is None else temperature,
             max_tokens=max_tokens,
             seed=seed,
             adapter=self.adapter,
@@ -256,25 +272,42 @@ class Analyst:
         parsed = self._call(ANALYST, user, schema, "causes", 20 + k * self.config.cause_tokens, seed)
         return [Cause.model_validate(c.model_dump()) for c in parsed.causes] if parsed else []
 
-    def critic(self, report: str, causes: list[Cause], seed: int | None = None) -> list[Critique]:
-        """One critique per cause (first kept on a repeated index; a skipped index has none), or []."""
+    def critic(
+        self,
+        report: str,
+        causes: list[Cause],
+        seed: int | None = None,
+        levels: tuple[float, ...] = (0.125, 0.375, 0.65, 0.9),
+    ) -> list[Critique]:
+        """One critique per cause (first kept on a repeated index; a skipped index has none), or []. The
+        support is one of `SUPPORT_GRADES`, the criticality one of `levels` (one per route depth: the
+        middle of each band between the router's gates), and the call is sampled with its own seed and
+        `config.critic_temperature`."""
         if not causes:
             self.last = None
             return []
         k = len(causes)
-        item = create_model("Score", __base__=Critique, index=(_ids(list(range(k))), ...))
+        item = create_model(
+            "Score",
+            __base__=Critique,
+            index=(_ids(list(range(k))), ...),
+            score=(Literal[SUPPORT_GRADES], ...),  # type: ignore[valid-type]
+            criticality=(Literal[tuple(levels)], ...),  # type: ignore[valid-type]
+        )
         schema = create_model(
             "Critiques", __config__=_FORBID, scores=(list[item], Field(min_length=k, max_length=k))
         )
         user = (  # a third of the report: the causes already cite what in it matters
             f"{clip(report, self.config.report_chars // 3)}\n\nProposed causes of the failure:\n"
             f"{causes_text(causes)}"
-            "\n\nScore each cause from 0 (not supported by the evidence) to 1 (clearly shown), give "
-            "its correct category: implementation (code bug), design (evaluation or protocol) or method "
-            "(the idea), and its criticality from 0 (harmless to the idea) to 1 (fatal to it)."
+            "\n\nScore how well the evidence supports each cause: 0 (not at all), 0.25, 0.5, 0.75 or 1 "
+            "(clearly shown); give its correct category: implementation (code bug), design (evaluation or "
+            f"protocol) or method (the idea); and its criticality: {levels[0]:g} (harmless to the idea), "
+            f"{levels[1]:g}, {levels[2]:g} or {levels[3]:g} (fatal to it)."
         )
         tokens = 24 + k * self.config.critique_tokens
-        parsed = self._call(CRITIC, user, schema, "critic", tokens, seed)
+        own = None if seed is None else seed + CRITIC_SEED_OFFSET
+        parsed = self._call(CRITIC, user, schema, "critic", tokens, own, self.config.critic_temperature)
         seen: dict[int, Critique] = {}
         for c in parsed.scores if parsed else []:
             seen.setdefault(c.index, Critique.model_validate(c.model_dump()))

@@ -213,9 +213,16 @@ def compare_answer(b: RuleBackend, schema) -> dict:
     }
 
 
+def _choices(schema, name: str) -> list[float]:
+    """The values the critic's item schema allows for field `name` (its grades or levels), in order."""
+    item = schema.model_fields["scores"].annotation.__args__[0]
+    return list(item.model_fields[name].annotation.__args__)
+
+
 CRITICALITY = {"minor": 0.3, "major": 0.6, "fatal": 0.9}
-"""The scripted critic's criticality for each severity the scripted causes carry: the gated route is the
-route of the table on those labels (minor: local, major: structural, fatal: pivot)."""
+"""The scripted critic's criticality for each severity the scripted causes carry (the nearest level the
+critic may give): the gated route is the route of the table on those labels (minor: local, major:
+structural, fatal: pivot)."""
 
 ANALYSIS = {
     "plan": lambda b, schema: (
@@ -242,9 +249,11 @@ ANALYSIS = {
         "scores": [
             {
                 "index": i,
-                "score": 0.9 - 0.1 * i,
+                "score": _choices(schema, "score")[-1 - i % 5],  # the grades, best first
                 "category": b.cause[0],
-                "criticality": CRITICALITY[b.cause[1]],
+                "criticality": min(
+                    _choices(schema, "criticality"), key=lambda v: abs(v - CRITICALITY[b.cause[1]])
+                ),
             }
             for i in range(_min(schema, "scores"))
         ]

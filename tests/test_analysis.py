@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 
 from arts.policy.analysis import (
+    CRITIC_SEED_OFFSET,
+    SUPPORT_GRADES,
     AnalysisConfig,
     Analyst,
     Cause,
@@ -81,17 +83,39 @@ def test_causes_are_exactly_k_and_a_wrong_count_is_empty():
 
 def test_critic_is_an_independent_sceptical_call_keyed_by_index():
     scores = [
-        {"index": 1, "score": 0.9, "category": "implementation", "criticality": 0.5},
-        {"index": 1, "score": 0.1, "category": "method", "criticality": 0.5},
-        {"index": 0, "score": 0.4, "category": "method", "criticality": 0.2},
+        {"index": 1, "score": 0.75, "category": "implementation", "criticality": 0.65},
+        {"index": 1, "score": 0.25, "category": "method", "criticality": 0.65},
+        {"index": 0, "score": 0.5, "category": "method", "criticality": 0.125},
     ]
     a, backend = analyst(critic={"scores": scores})
-    out = a.critic(REPORT, [Cause(**CAUSE)] * 3)
+    out = a.critic(REPORT, [Cause(**CAUSE)] * 3, seed=5)
     assert out == [Critique(**scores[0]), Critique(**scores[2])]  # a repeated index keeps the first
     system = backend.calls[0]["messages"][0]["content"]
     assert (
         "sceptical reviewer" in system and "0. [method, major]" in backend.calls[0]["messages"][1]["content"]
     )
+    sampling = backend.calls[0]["sampling"]  # its own draw: not the analyst's seed and temperature
+    assert sampling.seed == 5 + CRITIC_SEED_OFFSET and sampling.temperature == a.config.critic_temperature
+
+
+def test_the_critic_cannot_copy_the_nodes_score():
+    """The 135M critic copied the failed node's score from the report (0.68899 for three causes): support
+    is a grade, so a copied measurement is not an answer the grammar admits."""
+    copied = {
+        "scores": [
+            {"index": i, "score": 0.68899, "category": "method", "criticality": 0.375} for i in range(3)
+        ]
+    }
+    a, _ = analyst(critic=copied)
+    assert a.critic(REPORT, [Cause(**CAUSE)] * 3) == [] and a.last.error
+    graded = {
+        "scores": [
+            {"index": i, "score": g, "category": "method", "criticality": 0.375}
+            for i, g in enumerate(SUPPORT_GRADES[:3])
+        ]
+    }
+    a, _ = analyst(critic=graded)
+    assert [c.score for c in a.critic(REPORT, [Cause(**CAUSE)] * 3)] == list(SUPPORT_GRADES[:3])
 
 
 def test_critic_rejects_unknown_indices_and_out_of_range_scores():

@@ -182,9 +182,9 @@ CAUSES = {
 }
 CRITIC = {
     "scores": [
-        {"index": 0, "score": 0.9, "category": "method", "criticality": 0.9},
-        {"index": 1, "score": 0.3, "category": "implementation", "criticality": 0.5},
-        {"index": 2, "score": 0.1, "category": "design", "criticality": 0.4},
+        {"index": 0, "score": 1.0, "category": "method", "criticality": 0.9},
+        {"index": 1, "score": 0.25, "category": "implementation", "criticality": 0.65},
+        {"index": 2, "score": 0.0, "category": "design", "criticality": 0.375},
     ]
 }
 JUDGE = {"reason": "weak but ran as intended", "valid_measurement": True, "confidence": 0.8}
@@ -200,7 +200,7 @@ def test_attribute_runs_causes_critic_judge_and_clamps():
     decision, backend = run()
     assert backend.purposes == ["causes", "critic", "judge"]
     assert decision.routed == "pivot" and decision.action == "refine_structural" and decision.clamped
-    assert decision.index == 0 and decision.score == 0.9 and len(decision.causes) == 3
+    assert decision.index == 0 and decision.score == 1.0 and len(decision.causes) == 3
     assert len(decision.critiques) == 3 and decision.judgement.confidence == 0.8 and not decision.errors
     json.dumps(decision.model_dump())  # plain data for the store
 

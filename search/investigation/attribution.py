@@ -177,6 +177,13 @@ def trajectory(best_so_far: list[float], cfg: AttributionConfig | None = None) -
     )
 
 
+def criticality_levels(gates: list[float]) -> tuple[float, ...]:
+    """The critic's criticality choices: the middle of each band the gates cut [0, 1] into, so each
+    choice routes to one depth (accept, local, structural, pivot) and no choice sits on a gate."""
+    edges = [0.0, *gates, 1.0]
+    return tuple(round((a + b) / 2, 3) for a, b in zip(edges, edges[1:]))
+
+
 def stalled(traj: Trajectory, cfg: AttributionConfig) -> bool:
     """Flat, noise-dominated or decaying progress over a full window; too short a curve never stalls."""
     if traj.points < cfg.window:
@@ -276,7 +283,11 @@ def attribute(
         causes = analyst.causes(report, cfg.k, seed=seed)
         if not causes:
             return [], []
-        critiques = analyst.critic(report, causes, seed=seed) if cfg.critic else []
+        critiques = (
+            analyst.critic(report, causes, seed=seed, levels=criticality_levels(cfg.gates))
+            if cfg.critic
+            else []
+        )
         if cfg.critic and not critiques:
             error("critic")
         return causes, critiques
