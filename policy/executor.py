@@ -22,15 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask
-from arts.policy.edits.apply import (
-    EditError,
-    apply_edit,
-    edit_schema,
-    program_key,
-    unwrap,
-)
+from arts.policy.edits.apply import EditError, apply_edit, program_key
 from arts.policy.edits.moves import directed_target
 from arts.policy.edits.prompt import action_prompt, one_line, window
+from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.edits.step_menus import direction, mentioned, step_menus
 from arts.tasks.base import EvalResult
 

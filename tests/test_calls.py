@@ -11,10 +11,11 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits.apply import EditError, SetKeyword, apply_edit, edit_schema, unwrap
+from arts.policy.edits.apply import EditError, SetKeyword, apply_edit
 from arts.policy.edits.keywords import call_sites, keyword_menus
 from arts.policy.edits.menus import library_signature, param_menu
 from arts.policy.edits.mutation import random_edit
+from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.tasks.base import EvalResult
 from tests.doubles import ScriptedBackend, run_with_rules

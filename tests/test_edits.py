@@ -10,20 +10,17 @@ import pydantic
 import pytest
 from pydantic import ValidationError
 
+from arts.policy.edits.actions import ReadFile, WriteFile
 from arts.policy.edits.apply import (
-    OPS,
     EditError,
-    ReadFile,
     ReplaceFunction,
     ReplaceLines,
     SetConstant,
     SetReturn,
-    WriteFile,
     apply_edit,
     constant_menus,
-    edit_schema,
-    unwrap,
 )
+from arts.policy.edits.schema import OPS, edit_schema, unwrap
 from arts.policy.edits.targets import anchor, anchors, list_targets
 from tests.doubles import FILES, SAMPLE
 

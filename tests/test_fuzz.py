@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel
 
 from arts.policy.base import Completion
-from arts.policy.edits.apply import EditError, apply_edit, edit_schema, unwrap
+from arts.policy.edits.apply import EditError, apply_edit
+from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.policy.parsing import parse_json_object, salvage_items, validate_json
 from arts.tasks.base import EvalResult

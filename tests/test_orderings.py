@@ -14,9 +14,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits.apply import EditError, SetReturn, apply_edit, edit_schema, return_menus, unwrap
+from arts.policy.edits.apply import EditError, SetReturn, apply_edit, return_menus
 from arts.policy.edits.mutation import random_edit
 from arts.policy.edits.orderings import builds_list, ordering_menu, return_pattern
+from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.edits.targets import function_nodes, parse, return_functions
 from arts.tasks.base import BUILTIN_DIR
 from tests.doubles import ScriptedBackend, SwapRules, run_with_rules

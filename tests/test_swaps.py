@@ -12,9 +12,10 @@ import sys
 import pytest
 from pydantic import ValidationError
 
-from arts.policy.edits.apply import EditError, SwapCall, apply_edit, edit_schema, unwrap
+from arts.policy.edits.apply import EditError, SwapCall, apply_edit
 from arts.policy.edits.moves import directed_target
 from arts.policy.edits.mutation import random_edit
+from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.edits.swaps import kept_keywords, siblings, swap_menus, swap_sites
 from arts.policy.executor import Executor, ExecutorConfig
 from arts.policy.proposal_schema import directed_pattern
