@@ -2,9 +2,10 @@
 
 `runs/<id>/arts.db` holds one table per record kind (`id INTEGER PRIMARY KEY`, the record's JSON dump
 minus its id in `data`, plus a few fields copied into columns for filtering) and a `meta` key/value
-table. Each write is its own committed transaction: once `add` returns, the row survives a SIGKILL of the
-process (WAL mode). `synchronous=NORMAL` gives up durability only across an OS crash or power loss, and
-keeps a commit to a WAL append (~0.1-0.4 ms for a node) instead of an fsync (~2 ms). `load_state()`
+table; that layout, its version and its migrations are `search.store_schema`. Each write is its own
+committed transaction: once `add` returns, the row survives a SIGKILL of the process (WAL mode).
+`synchronous=NORMAL` gives up durability only across an OS crash or power loss, and keeps a commit to a
+WAL append (~0.1-0.4 ms for a node) instead of an fsync (~2 ms). `load_state()`
 rebuilds the whole `SearchState` from the database alone; the `nodes/<id>/` folders are a view of it.
 
 One process owns a run at a time: `Store.open` takes an exclusive `flock` on `runs/<id>/lock` and fails
@@ -22,75 +23,25 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from arts.search.nodefiles import write_files
-from arts.search.state import (
-    Event,
-    Evidence,
-    Hypothesis,
-    Insight,
-    Node,
-    Observation,
-    Record,
-    Rollout,
-    SearchState,
+from arts.search.state import Event, Node, Record, SearchState
+from arts.search.store_schema import (
+    SCHEMA_VERSION,
+    TABLES,
+    StoreError,
+    StoreVersionError,
+    Table,
+    prepare,
 )
-
-SCHEMA_VERSION = 1
-"""Version of the table layout below; bump it and add a migration when the layout changes."""
-_MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {}
-"""version v → function that migrates a store at v to v + 1 (run inside one transaction)."""
 
 R = TypeVar("R", bound=Record)
 
 
-class StoreError(RuntimeError):
-    """A run store cannot be opened or used; the message says what to do."""
-
-
 class StoreLocked(StoreError):
     """Another process (or another open Store in this one) holds the run."""
-
-
-class StoreVersionError(StoreError):
-    """The store was written with a schema version this code cannot read."""
-
-
-@dataclass(frozen=True)
-class _Table:
-    name: str
-    """Table name; equal to the `SearchState` field holding this kind."""
-    columns: tuple[str, ...]
-    """Fields copied into their own columns, so filters on them need not parse the JSON."""
-    indexed: tuple[str, ...]
-    """Columns with an index: only those the search looks up often (each index costs every write)."""
-
-
-_TABLES: dict[type[Record], _Table] = {
-    Node: _Table("nodes", ("parent", "status", "score", "round"), ("parent", "score")),
-    Hypothesis: _Table("hypotheses", ("status", "parent"), ("status",)),
-    Observation: _Table("observations", ("node", "region"), ()),
-    Evidence: _Table("evidence", ("observation", "hypothesis"), ("hypothesis",)),
-    Insight: _Table("insights", ("active", "kind"), ()),
-    Rollout: _Table("rollouts", ("round", "group", "node"), ("group",)),
-    Event: _Table("events", ("kind",), ("kind",)),
-}
-"""Column names are the field names, always double-quoted in SQL ('group' is a keyword)."""
-
-
-def _schema_statements() -> list[str]:
-    stmts = ["CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"]
-    for t in _TABLES.values():
-        cols = "".join(f', "{c}"' for c in t.columns)
-        stmts.append(f"CREATE TABLE {t.name} (id INTEGER PRIMARY KEY, data TEXT NOT NULL{cols})")
-        stmts += [f'CREATE INDEX {t.name}_{c} ON {t.name}("{c}")' for c in t.indexed]
-    stmts.append(f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}')")
-    return stmts
 
 
 def _lock(run_dir: Path) -> int:
@@ -152,7 +103,7 @@ class Store:
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
-                _prepare(conn, db, create)
+                prepare(conn, db, create)
             except sqlite3.DatabaseError as e:
                 conn.close()
                 raise StoreError(
@@ -234,11 +185,11 @@ class Store:
             return self._write(sql, params).fetchall()
 
     @staticmethod
-    def _table(cls: type[Record]) -> _Table:
+    def _table(cls: type[Record]) -> Table:
         try:
-            return _TABLES[cls]
+            return TABLES[cls]
         except KeyError:
-            known = ", ".join(k.__name__ for k in _TABLES)
+            known = ", ".join(k.__name__ for k in TABLES)
             raise TypeError(f"{cls.__name__} is not a stored record kind; known kinds: {known}") from None
 
     # -- records -----------------------------------------------------------------------------------
@@ -328,7 +279,7 @@ class Store:
         """Rebuild the whole search state from the database alone."""
         kinds: dict[str, Any] = {}
         with self._mu:  # one consistent snapshot: no write from another thread in between
-            for cls, t in _TABLES.items():
+            for cls, t in TABLES.items():
                 rows = self._read(f"SELECT id, data FROM {t.name} ORDER BY id")
                 kinds[t.name] = {i: _load(cls, i, d) for i, d in rows}
             meta = {k: json.loads(v) for k, v in self._read("SELECT key, value FROM meta")}
@@ -341,52 +292,3 @@ class Store:
     def write_node_files(self, node: Node) -> Path:
         """Write the node's editable files into its folder (all or none; see `search.nodefiles`)."""
         return write_files(self.node_dir(node.id), node)
-
-
-def _prepare(conn: sqlite3.Connection, db: Path, create: bool) -> None:
-    """Create the schema in a fresh database, or check (and migrate) the version of an existing one."""
-    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if "meta" not in tables:
-        if tables:
-            raise StoreError(
-                f"{db} is not an arts run store (it has no meta table); use another run directory"
-            )
-        if not create:
-            raise StoreError(f"{db} holds no run yet; start a new run there, or check the run directory")
-        with _transaction(conn):  # all tables and the version, or nothing
-            for stmt in _schema_statements():
-                conn.execute(stmt)
-    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    version = json.loads(row[0]) if row else None
-    if not isinstance(version, int):
-        raise StoreError(
-            f"{db} has no valid schema_version in its meta table; it is not a readable arts store"
-        )
-    if version > SCHEMA_VERSION:
-        raise StoreVersionError(
-            f"{db} was written by a newer arts (store schema {version}; this arts reads schema "
-            f"{SCHEMA_VERSION}); upgrade arts to open this run"
-        )
-    while version < SCHEMA_VERSION:
-        migrate = _MIGRATIONS.get(version)
-        if migrate is None:
-            raise StoreVersionError(
-                f"{db} uses store schema {version}, which this arts (schema {SCHEMA_VERSION}) cannot migrate; "
-                "open it with the arts version that wrote it, or start a new run"
-            )
-        with _transaction(conn):
-            migrate(conn)
-            conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version + 1),))
-        version += 1
-
-
-@contextmanager
-def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")

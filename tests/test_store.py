@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from arts.search.state import Event, Evidence, Hypothesis, Insight, Node, Observation, Rollout, SearchState
-from arts.search.store import SCHEMA_VERSION, Store, StoreError, StoreLocked, StoreVersionError
+from arts.search.store import Store, StoreError, StoreLocked, StoreVersionError
+from arts.search.store_schema import SCHEMA_VERSION
 
 REPO = Path(__file__).resolve().parents[1]
 PAYLOAD = "x = 1  # padding to a realistic program size\n" * 110  # ~5 KB
