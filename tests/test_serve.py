@@ -232,3 +232,20 @@ def test_first_token_of_a_200_token_answer_from_the_embedded_model_comes_early(e
                 first = time.perf_counter() - start
         total = time.perf_counter() - start
     assert first is not None and first <= 0.3 * total, (first, total)
+
+
+def test_two_choices_stream_side_by_side_as_the_plain_answer_gives_them(oc):
+    ask = dict(model="tiny", messages=HI, max_tokens=16, seed=9, n=2)
+    plain = oc.chat.completions.create(**ask)
+    texts, finishes, usage = ["", ""], {}, None
+    for c in oc.chat.completions.create(**ask, stream=True, stream_options={"include_usage": True}):
+        for choice in c.choices:
+            texts[choice.index] += choice.delta.content or ""
+            if choice.finish_reason:
+                finishes[choice.index] = choice.finish_reason
+        usage = c.usage or usage
+    assert texts == [ch.message.content for ch in plain.choices]
+    assert (
+        finishes == {0: "length", 1: "length"}
+        and usage.completion_tokens == 32 == plain.usage.completion_tokens
+    )
