@@ -12,34 +12,26 @@ previous one. For a small model every choice is narrowed to what exists (`Invest
 grep words of the hypothesis, read from line numbers just shown, note a line just shown.
 
 The tools are callables handed in (the search builds them on `tasks.readonly`); this module runs nothing
-and imports nothing of `search`; the answer model comes from `policy.answer_schema`. Not done here: judging whether a finding is true, merging findings into
-the observation space (the search does), or grading the answer (the task's hidden `[test]` does).
+and imports nothing of `search`; the step grammar is `policy.investigator_steps`, the answer model comes
+from `policy.answer_schema`. Not done here: judging whether a finding is true, merging findings into the
+observation space (the search does), or grading the answer (the task's hidden `[test]` does).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, Union
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from arts.policy.base import Backend, Message
 from arts.policy.call import ask, chat
+from arts.policy.investigator_steps import OP_HELP, Relation, choices, clip, step_schema
 
 SYSTEM = "You investigate case material to test a hypothesis. Answer with one JSON action."
 ANSWER_SYSTEM = "You write the answer of a diagnosis task as JSON."
-OP_HELP = {
-    "read": "read: show about 20 lines of a file from line `start` (1 is the top)",
-    "grep": "grep: show the lines of a file that contain `pattern`, a word of the hypothesis",
-    "note": "note: record an observation (a line of the output above) and whether it supports, opposes or "
-    "is neutral to the hypothesis",
-}
-Relation = Literal["support", "oppose", "neutral"]
-MAX_LINE = 99_999
-"""Largest line number a `read` may ask for (keeps a random model's number short)."""
 
 
 class InvestigatorConfig(BaseModel):
@@ -112,94 +104,8 @@ class Tools:
     """grep(pattern, path): the matching lines, numbered and capped."""
 
 
-class _Step(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ReadStep(_Step):
-    """Show about 20 lines of a material file from line `start`."""
-
-    op: Literal["read"]
-    file: str
-    start: int = Field(ge=1, le=MAX_LINE)
-
-
-class GrepStep(_Step):
-    """Show the lines of a material file that match `pattern`."""
-
-    op: Literal["grep"]
-    pattern: str = Field(min_length=1, max_length=40)
-    file: str
-
-
-class NoteStep(_Step):
-    """Record an observation and its relation to the hypothesis."""
-
-    op: Literal["note"]
-    observation: str = Field(min_length=4, max_length=160)
-    relation: Relation
-
-
-def step_schema(
-    files: list[str],
-    ops: tuple[str, ...] = ("read", "grep", "note"),
-    words: list[str] | None = None,
-    starts: list[int] | None = None,
-    quotes: list[str] | None = None,
-) -> type[BaseModel]:
-    """This call's action schema, `{"action": <one of ops>}`: `file` is a `Literal` of the material files
-    (read and grep are left out when there are none); a grep pattern, a read's start and a note's
-    observation are `Literal`s of `words`, `starts` and `quotes` when given. A plain union (anyOf) tagged
-    by `op`: xgrammar cannot represent pydantic's oneOf exactly (it falls back to anyOf with a warning),
-    while validation still picks the branch by its `op` literal."""
-    branches: list[type[BaseModel]] = []
-    if files:
-        names = (_enum(files), ...)
-        if "read" in ops:
-            start = (_enum(starts), ...) if starts else (int, Field(ge=1, le=MAX_LINE))
-            branches.append(create_model("ReadAction", __base__=ReadStep, file=names, start=start))
-        if "grep" in ops:
-            pattern = (_enum(words), ...) if words else (str, Field(min_length=1, max_length=40))
-            branches.append(create_model("GrepAction", __base__=GrepStep, pattern=pattern, file=names))
-    if "note" in ops or not branches:
-        observation = (_enum(quotes), ...) if quotes else (str, Field(min_length=4, max_length=160))
-        branches.append(create_model("NoteAction", __base__=NoteStep, observation=observation))
-    union = Union[tuple(branches)]  # noqa: UP007  (a runtime tuple of models)
-    return create_model("Step", __config__=ConfigDict(extra="forbid"), action=(union, ...))
-
-
-def _enum(values: list) -> Any:
-    return Literal[tuple(dict.fromkeys(values))]  # type: ignore[valid-type]
-
-
-def choices(hypothesis: str, shown: str | None) -> dict[str, list]:
-    """What a narrowed step may pick (see `InvestigatorConfig.narrow`), from the hypothesis and the last
-    output as the prompt shows it (numbered `<n>: text` lines give the read starts)."""
-    lines = [_clip(line.strip(), 160) for line in (shown or "").splitlines() if line.strip()]
-    numbers = sorted({int(m.group(1)) for line in lines if (m := re.match(r"(\d+):", line))})
-    starts = sorted({1, *numbers, *([numbers[-1] + 1] if numbers else [])})[:20]
-    return {"words": hypothesis_words(hypothesis), "starts": starts, "quotes": lines[:20]}
-
-
-STOPWORDS = frozenset(
-    "a an and are as at be been but by did do does for from had has have in into is it its of on or than "
-    "that the then there these this those to was were which while will with".split()
-)
-
-
-def hypothesis_words(hypothesis: str, limit: int = 12) -> list[str]:
-    """The hypothesis's distinct words worth grepping for (lower case, no stopwords), in order."""
-    words = re.findall(r"[a-z0-9_][a-z0-9_.-]*[a-z0-9_]|[a-z0-9]", hypothesis.lower())
-    kept = [w for w in words if w not in STOPWORDS and len(w) >= 2 and len(w) <= 40]
-    return list(dict.fromkeys(kept))[:limit]
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 4] + " ..."
-
-
 def _one_line(text: str, limit: int) -> str:
-    return _clip(" ".join(text.split()), limit)
+    return clip(" ".join(text.split()), limit)
 
 
 def _dump(answer: dict | None) -> str:
@@ -229,11 +135,11 @@ class Investigator:
         """One step's prompt; `last` is (what was run, its output). The hypothesis comes last."""
         parts = [f"Task: {_one_line(task_summary, 300)}"] if task_summary else []
         if files:
-            parts.append(f"Files: {_clip(', '.join(files), 400)}")
+            parts.append(f"Files: {clip(', '.join(files), 400)}")
         if last is None:
             parts.append("Nothing read yet.")
         else:
-            parts.append(f"Output of {last[0]}:\n{_clip(last[1].strip(), self.config.output_chars)}")
+            parts.append(f"Output of {last[0]}:\n{clip(last[1].strip(), self.config.output_chars)}")
         if findings:
             shown = findings[-self.config.notes_shown :]
             parts.append("Notes so far:\n" + "\n".join(f"- {f.relation}: {f.text}" for f in shown))
@@ -299,7 +205,7 @@ class Investigator:
                 continue
             label, output = self._use(tools, action)
             last, region = (label, output), action.file
-            entry["output"] = _clip(output, cfg.output_chars)
+            entry["output"] = clip(output, cfg.output_chars)
         self._answer(hypothesis, answer_model, task_summary, seed, out)
         return out
 
@@ -323,7 +229,7 @@ class Investigator:
             ops = ("note",)
         if not cfg.narrow:
             return ops, step_schema(files, ops)
-        narrowed = choices(hypothesis, _clip(last[1].strip(), cfg.output_chars) if last else None)
+        narrowed = choices(hypothesis, clip(last[1].strip(), cfg.output_chars) if last else None)
         noted = {f.text for f in findings}  # a line noted once is not offered again
         narrowed["quotes"] = [q for q in narrowed["quotes"] if q not in noted]
         if not narrowed["quotes"] and len(ops) > 1:

@@ -15,14 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from arts.policy.answer_schema import schema_model
-from arts.policy.investigator import (
-    Investigator,
-    InvestigatorConfig,
-    Tools,
-    choices,
-    hypothesis_words,
-    step_schema,
-)
+from arts.policy.investigator import Investigator, InvestigatorConfig, Tools
+from arts.policy.investigator_steps import choices, hypothesis_words, step_schema
 from arts.tasks.readonly import grep_lines, read_lines
 from tests.doubles import ScriptedBackend, make_case
 
