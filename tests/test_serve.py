@@ -35,9 +35,13 @@ class Watched:
     def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose="", *,
                  top_logprobs=0, on_tokens=None):  # fmt: skip
         self.done.clear()
+        self.raised = None
         try:
             return self.inner.generate(prompts, n, sampling, schema, adapter, purpose,
                                        top_logprobs=top_logprobs, on_tokens=on_tokens)  # fmt: skip
+        except Exception as e:
+            self.raised = type(e).__name__
+            raise
         finally:
             self.done.set()
 
@@ -54,7 +58,7 @@ class Plain:
     def __init__(self, inner: Any):
         self.inner, self.name, self.model_id = inner, "plain", inner.model_id
 
-    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):  # noqa: ANN001
+    def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
         return self.inner.generate(prompts, n, sampling, schema, adapter, purpose)
 
 
@@ -249,3 +253,14 @@ def test_two_choices_stream_side_by_side_as_the_plain_answer_gives_them(oc):
         finishes == {0: "length", 1: "length"}
         and usage.completion_tokens == 32 == plain.usage.completion_tokens
     )
+
+
+def test_a_closed_stream_stops_decoding_and_frees_the_server(oc, watched):
+    stream = oc.chat.completions.create(model="tiny", messages=HI, max_tokens=2000, seed=4, stream=True)
+    for k, _ in enumerate(stream):
+        if k == 3:
+            break
+    stream.close()
+    assert watched.done.wait(60) and watched.raised == "StreamClosed"  # not decoded to the end
+    answer = oc.chat.completions.create(model="tiny", messages=HI, max_tokens=3)
+    assert answer.usage.completion_tokens == 3
