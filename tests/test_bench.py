@@ -361,7 +361,7 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
 
 
 def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_update_seconds():
-    from arts.search.bench.report import learning_summary
+    from arts.search.bench.sections import learning_summary
 
     def u(task, seed, applied, kl, parents, update_s, round_s):
         return {"task": task, "method": "arts-ttt", "seed": seed, "applied": applied, "kl": kl,

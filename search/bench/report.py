@@ -23,16 +23,17 @@ from typing import Any
 import pandas as pd
 
 from arts.search.bench import figures
+from arts.search.bench.markdown import fmt, mean, num, table
 from arts.search.bench.metrics import (
     Interval,
     iqm_ci,
     iqm_difference_ci,
-    mean_ci,
     normalised_score,
     optimality_gap_ci,
 )
 from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
 from arts.search.bench.results import INVESTIGATION, RunResult
+from arts.search.bench.sections import credit_section, investigation_section, learning_section
 from arts.search.bench.tables import write_curves
 from arts.tasks.base import Task
 
@@ -84,31 +85,10 @@ def strata(rows: list[dict[str, Any]], method: str, tasks: list[str]) -> list[li
         [
             r["normalised"]
             for r in rows
-            if r["task"] == t and r["method"] == method and _num(r.get("normalised"))
+            if r["task"] == t and r["method"] == method and num(r.get("normalised"))
         ]
         for t in tasks
     ]
-
-
-def _num(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not math.isnan(x)
-
-
-def _fmt(x: Any, digits: int = 4) -> str:
-    return f"{x:.{digits}g}" if _num(x) else "-"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-        *("| " + " | ".join(r) + " |" for r in rows),
-    ]
-
-
-def _mean(xs: list[Any]) -> float:
-    xs = [x for x in xs if _num(x)]
-    return sum(xs) / len(xs) if xs else math.nan
 
 
 def _oriented(pair: tuple[str, str]) -> tuple[str, str]:
@@ -127,9 +107,9 @@ def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) ->
         st = strata(rows, m, names)
         body.append(
             [m, str(sum(map(len, st))), iqm_ci(st, **kw).fmt(), optimality_gap_ci(st, **kw).fmt()]
-            + [_fmt(_mean([r[k] for r in mine])) for k in ("evaluations", "seconds", "tokens")]
+            + [fmt(mean([r[k] for r in mine])) for k in ("evaluations", "seconds", "tokens")]
         )
-    lines += _table(
+    lines += table(
         ["method", "runs", "IQM [95% CI]", "optimality gap [95% CI]", "evals", "seconds", "tokens"], body
     )
     lines += [
@@ -145,13 +125,13 @@ def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) ->
         both = [i for i in range(len(names)) if sa[i] and sb[i]]
         ci: Interval = iqm_difference_ci([sa[i] for i in both], [sb[i] for i in both], **kw)
         diffs.append([f"{a} − {b}", str(len(both)), ci.fmt()])
-    return lines + _table(["A − B", "tasks", "IQM(A) − IQM(B) [95% CI]"], diffs)
+    return lines + table(["A − B", "tasks", "IQM(A) − IQM(B) [95% CI]"], diffs)
 
 
 def _valid_share(rows: list[dict[str, Any]]) -> str:
     """Valid experiments of all the runs' experiments, e.g. `23/36 (64%)`; "-" for tables without them."""
     pairs = [
-        (r["valid"], r["experiments"]) for r in rows if _num(r.get("valid")) and _num(r.get("experiments"))
+        (r["valid"], r["experiments"]) for r in rows if num(r.get("valid")) and num(r.get("experiments"))
     ]
     valid, total = sum(int(v) for v, _ in pairs), sum(int(t) for _, t in pairs)
     return f"{valid}/{total} ({100 * valid / total:.0f}%)" if total else "-"
@@ -166,127 +146,29 @@ def per_task(
             "",
             f"### {name}",
             "",
-            f"{n['direction']}; seed {_fmt(n['seed'])} ({n['seed_source']}) = 0, "
-            f"reference {_fmt(n['reference'])} ({n['reference_source']}) = 1.",
+            f"{n['direction']}; seed {fmt(n['seed'])} ({n['seed_source']}) = 0, "
+            f"reference {fmt(n['reference'])} ({n['reference_source']}) = 1.",
             "",
         ]
         body = []
         for m in cfg.methods:
             mine = [r for r in rows if r["task"] == name and r["method"] == m and r["status"] == "finished"]
-            best = [r["best"] for r in mine if _num(r["best"])]
-            test = [r["test_score"] for r in mine if _num(r["test_score"])]
-            norm = [r["normalised"] for r in mine if _num(r.get("normalised"))]
+            best = [r["best"] for r in mine if num(r["best"])]
+            test = [r["test_score"] for r in mine if num(r["test_score"])]
+            norm = [r["normalised"] for r in mine if num(r.get("normalised"))]
             body.append(
-                [m, str(len(mine)), _fmt(statistics.median(best)) if best else "-",
-                 f"{_fmt(min(best))} – {_fmt(max(best))}" if best else "-",
-                 _fmt(statistics.median(test)) if test else "-", _fmt(_mean(norm), 3),
-                 _fmt(statistics.median(norm), 3) if norm else "-", _fmt(_mean([r["seconds"] for r in mine])),
+                [m, str(len(mine)), fmt(statistics.median(best)) if best else "-",
+                 f"{fmt(min(best))} – {fmt(max(best))}" if best else "-",
+                 fmt(statistics.median(test)) if test else "-", fmt(mean(norm), 3),
+                 fmt(statistics.median(norm), 3) if norm else "-", fmt(mean([r["seconds"] for r in mine])),
                  _valid_share(mine), f"{sum(x > 0 for x in norm)}/{len(norm)}"]
             )  # fmt: skip
         header = ["method", "runs", "best (median)", "best (range)", "test (median)", "normalised (mean)"]
         header += ["normalised (median)", "seconds (mean)", "valid experiments", "beat the seed"]
-        lines += _table(header, body)
+        lines += table(header, body)
         if name in pics:
             lines += ["", f"![best so far on {name}]({pics[name].name})"]
     return lines
-
-
-def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
-    """Per task and method, then over every task: what the updates had to learn from and what they did.
-    Rounds without signal (every action rewarded alike) are skipped updates; the KL is that of the last
-    applied update of each run before its step (how far the updates before it moved the adapter), the
-    median over runs and the largest; the entropies are means over updates (a collapse shows as 0); the
-    seconds are every update's against every round's."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for u in updates:
-        groups[(u["task"], u["method"])].append(u)
-        groups[("all tasks", u["method"])].append(u)
-    body = []
-    for (task, method), us in sorted(groups.items(), key=lambda kv: kv[0][0] == "all tasks"):
-        runs: dict[int, list[dict[str, Any]]] = defaultdict(list)
-        for u in us:
-            runs[u["seed"] if task != "all tasks" else (u["task"], u["seed"])].append(u)
-        applied = [u for u in us if u["applied"]]
-        last_kl = [
-            a[-1]["kl"]
-            for a in ([u for u in r if u["applied"] and _num(u["kl"])] for r in runs.values())
-            if a
-        ]
-        seconds = [sum(u[k] for u in us if _num(u.get(k))) for k in ("update_s", "round_s")]
-        body.append([
-            task, method, str(len(runs)), str(len(us)), f"{len(us) - len(applied)} ({1 - len(applied) / len(us):.0%})",
-            _fmt(statistics.median(last_kl) if last_kl else None, 2), _fmt(max(last_kl, default=None), 2),
-            _fmt(_mean([u["entropy_targets"] for u in us]), 3), _fmt(_mean([u["entropy_parents"] for u in us]), 3),
-            _fmt(seconds[0] / seconds[1] if seconds[1] else None, 2),
-        ])  # fmt: skip
-    header = ["task", "method", "runs", "updates", "no signal (skipped)", "KL before the last (median)"]
-    header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s"]
-    return _table(header, body)
-
-
-def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
-    keys = ["mean_reward", "rewarded_fraction", "entropy_targets", "entropy_parents", "kl", "loss"]
-    keys += ["update_s", "round_s"]
-    body = [
-        [u["task"], u["method"], str(u["seed"]), str(u["update"] if u["update"] is not None else "-"),
-         str(u["round"]), "yes" if u["applied"] else "skipped", *(_fmt(u.get(k), 3) for k in keys)]
-        for u in updates
-    ]  # fmt: skip
-    header = ["task", "method", "seed", "update", "round", "applied", "mean reward", "rewarded"]
-    lines = ["## Learning (test-time training)", "", "Per update, over the rounds since the previous one; "]
-    lines[-1] += "entropies in bits over the candidates proposed; KL of the adapter to the base on the "
-    lines[-1] += "update's actions (per token, before its step). In the "
-    lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
-    header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s"]
-    lines += ["", "In sum:", "", *learning_summary(updates), "", "Every update:", "", *_table(header, body)]
-    return lines + (["", f"![learning]({pic.name})"] if pic else [])
-
-
-def _heading(title: str, prose: str) -> list[str]:
-    """A section's opening lines: its title and the paragraph that says how to read its table."""
-    return [f"## {title}", "", prose, ""]
-
-
-def credit_section(cfg: BenchConfig, rows: list[dict[str, Any]]) -> list[str]:
-    """Per method with TTT runs: the credit check's concordance, per task and pooled, with intervals."""
-    checked = [r for r in rows if _num(r.get("credit_concordance"))]
-    if not checked:
-        return []
-    lines = _heading(
-        "Credit check (did training learn what pays off?)",
-        "Per run, over pairs of differently rewarded actions of one proposal: the share where the adapter in "
-        "force, trained on earlier rounds only, had raised the better action's log-probability over the base "
-        "model's more than the worse one's (`arts credit`). 0.5 is no learning; an interval above 0.5 says the "
-        "adapters preferred what later evaluations rewarded. Mean over runs, stratified bootstrap 95% interval.",
-    )
-    body = []
-    for method in dict.fromkeys(r["method"] for r in checked):
-        mine = [r for r in checked if r["method"] == method]
-        tasks = list(dict.fromkeys(r["task"] for r in mine))
-        strata = [[r["credit_concordance"] for r in mine if r["task"] == t] for t in tasks]
-        for t, values in zip([*tasks, "all tasks"], [*([s] for s in strata), strata]):
-            pairs = sum(r["credit_pairs"] or 0 for r in mine if t == "all tasks" or r["task"] == t)
-            ci = mean_ci(values, n_resamples=cfg.bootstrap_resamples)
-            body.append([t, method, str(sum(len(v) for v in values)), str(pairs), ci.fmt()])
-    return lines + _table(["task", "method", "runs", "pairs", "concordance [95% CI]"], body)
-
-
-def investigation_section(rows: list[dict[str, Any]]) -> list[str]:
-    """Per method with a dual space: the mean per run of what its investigation decided and did."""
-    mine = [r for r in rows if r["status"] == "finished" and _num(r.get("decisions"))]
-    if not mine:
-        return []
-    lines = _heading(
-        "Investigation (what the decisions changed)",
-        "Mean per run: decisions made (routes and reflections), follow-ups run on them (a decision that changed "
-        "a later round), refinements run, pivots, hypotheses citing an observation, observations sought "
-        "(probes) and observations that came as by-products.",
-    )
-    body = []
-    for method in dict.fromkeys(r["method"] for r in mine):
-        runs = [r for r in mine if r["method"] == method]
-        body.append([method, str(len(runs)), *(_fmt(_mean([r[k] for r in runs]), 3) for k in INVESTIGATION)])
-    return lines + _table(["method", "runs", *(k.replace("_", " ") for k in INVESTIGATION)], body)
 
 
 def write_report(
