@@ -150,7 +150,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         log=run.log,
         use_adapter=run.agents.use_adapter,
         serving=serving,
-        watch=cfg.ttt.watch,
+        watch=cfg.ttt.watch or (run.task.config.probe.paying if run.task.config.probe else None),
     )
     learning.start()
     return learning

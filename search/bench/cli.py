@@ -15,6 +15,7 @@ from typing import Any
 EXAMPLE = """example:
   arts bench --tasks char-lm circle-packing-26 --methods arts,arts-ttt,greedy,mutate --seeds 5 \\
       --evals 30 --out bench/learning --jobs 2
+  arts bench --tasks probes --methods arts,arts-ttt --seeds 5 --evals 16 --out bench/probes
 Run the same command again to continue a killed bench: finished runs are kept, unfinished ones resumed.
 """
 
@@ -49,8 +50,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
-        "--tasks", nargs="+", required=True, metavar="TASK", help="built-in names or task directories"
-    )
+        "--tasks", nargs="+", required=True, metavar="TASK",
+        help="built-in names, task directories, or a suite: probes (the learning probes, each with its "
+        "paying class of moves watched under --ttt)",
+    )  # fmt: skip
     p.add_argument(
         "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",
         help="comma- or space-separated: arts, arts-ttt (arts with test-time training), greedy, random, mutate, "

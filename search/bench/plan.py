@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -37,6 +38,17 @@ METHOD_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
 """Bench method names that are a search method plus overrides: test-time training, and the ablations of
 the investigation (each one part off, `--without PART` or its `--set`), so that one bench compares them."""
 
+
+def probe_tasks() -> list[str]:
+    """The learning probes: the built-in tasks that declare a paying class of moves (`[probe]`)."""
+    from arts.tasks.base import builtin_names, resolve_task
+
+    return [name for name in builtin_names() if resolve_task(name).config.probe is not None]
+
+
+SUITES: dict[str, Callable[[], list[str]]] = {"probes": probe_tasks}
+"""Names that `--tasks` expands to several tasks (a directory of the same name is the directory)."""
+
 JOB_FILE = "bench-job.json"
 """The job a run folder belongs to (task, method, seed, overrides), written before its worker starts."""
 SESSIONS_FILE = "bench-sessions.jsonl"
@@ -50,7 +62,7 @@ class BenchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     tasks: list[str] = Field(min_length=1)
-    """Built-in task names or task directories."""
+    """Built-in task names or task directories, or a suite of `SUITES` (`probes`), which expands to its tasks."""
     methods: list[str] = Field(default=["arts", "arts-ttt", "greedy", "mutate"], min_length=1)
     """Search methods (`SearchConfig.method` values), plus the aliases of `METHOD_ALIASES`."""
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
@@ -75,6 +87,13 @@ class BenchConfig(BaseModel):
     """CPUs each search declares to Ray (its torch threads)."""
     ray_gpus: float = Field(0.0, ge=0.0)
     """GPUs (or a share of one) each search declares to Ray."""
+
+    @field_validator("tasks", mode="before")
+    @classmethod
+    def _suites(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        return [t for x in v for t in (SUITES[x]() if x in SUITES and not Path(x).is_dir() else [x])]
 
     @field_validator("methods", "tasks")
     @classmethod

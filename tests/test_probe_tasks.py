@@ -1,0 +1,143 @@
+"""The learning probes: the move class each declares keeps paying, its decoys never do, the small profile
+offers the paying move, and a bench and a TTT run find them without being told.
+
+Scores come from `arts eval --files` (the sandboxed evaluator); edits from the edit engine's value menus,
+as the executor makes them.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from arts.policy.edits.actions import SetConstant
+from arts.policy.edits.apply import apply_edit, constant_menus
+from arts.policy.edits.moves import directed_target
+from arts.policy.proposal_schema import directed_pattern
+from arts.search.cli.main import main
+from arts.search.methods.targets import targets
+from arts.search.state import Node, SearchState
+from arts.tasks.base import TaskConfig, TaskError, resolve_task
+
+PROBES = {"probe-quadrature": "increase STEPS", "probe-kepler": "decrease TOL"}
+PAYING_STEPS = 6
+"""Doublings (or halvings) in a row that must each raise the score."""
+
+
+def evaluate(files: dict[str, str], task: str, tmp: Path, capsys: pytest.CaptureFixture[str]) -> float:
+    """The score `arts eval TASK --files` gives the program, higher always better."""
+    folder = Path(tmp) / f"program-{len(list(Path(tmp).iterdir()))}"
+    folder.mkdir()
+    for rel, text in files.items():
+        (folder / rel).write_text(text)
+    capsys.readouterr()
+    assert main(["eval", task, "--files", str(folder), "--json"]) == 0
+    return resolve_task(task).normalise(json.loads(capsys.readouterr().out)["score"])
+
+
+def step(files: dict[str, str], name: str, side: int) -> dict[str, str]:
+    """The program with constant `name` moved one coarse step (x2 or x0.5: its menu's first entry) to `side`."""
+    value = constant_menus(files, sides={name: side})[name][0]
+    return apply_edit(files, SetConstant(name=name, value=value))
+
+
+def test_the_probes_are_builtin_and_declare_what_pays(capsys):
+    assert main(["tasks", "list"]) == 0
+    listed = capsys.readouterr().out
+    for name, paying in PROBES.items():
+        probe = resolve_task(name).config.probe
+        assert name in listed and probe is not None and probe.paying == paying
+        assert paying.split()[1] not in resolve_task(name).statement  # the scientist is not told
+
+
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_the_paying_class_pays_again_and_again_and_the_decoys_never(name, tmp_path, capsys):
+    task = resolve_task(name)
+    verb, target = task.config.probe.paying.split()
+    side = 1 if verb == "increase" else -1
+    files = task.seed_files()
+    scores = [evaluate(files, name, tmp_path, capsys)]
+    assert scores[0] == pytest.approx(task.normalise(task.config.metric.baseline))
+    for _ in range(PAYING_STEPS):
+        files = step(files, target, side)
+        scores.append(evaluate(files, name, tmp_path, capsys))
+    assert all(b > a for a, b in zip(scores, scores[1:])), scores
+    seed = task.seed_files()
+    for decoy in task.config.probe.decoys:
+        for way in constant_menus(seed, sides={decoy: 1}), constant_menus(seed, sides={decoy: -1}):
+            if way[decoy]:  # REPEAT = 1 has no step down
+                moved = apply_edit(seed, SetConstant(name=decoy, value=way[decoy][0]))
+                assert evaluate(moved, name, tmp_path, capsys) <= scores[0], (decoy, way[decoy][0])
+    assert evaluate(step(seed, target, -side), name, tmp_path, capsys) < scores[0]  # the other way hurts
+
+
+@pytest.mark.parametrize("name", sorted(PROBES))
+def test_the_small_profile_offers_the_paying_move_from_the_seed(name):
+    task = resolve_task(name)
+    paying = task.config.probe.paying
+    verb, target = directed_target(paying)
+    state = SearchState(nodes={1: Node(id=1, files=task.seed_files(), status="seed", score=0.0)})
+    moves = targets(state, lambda files: None)
+    assert verb in moves[target] and set(task.config.probe.decoys) <= set(moves)
+    assert list(moves)[0] != target  # not first: a searcher has to find it
+    assert re.fullmatch(directed_pattern(moves), f"{paying} by one step")
+
+
+def test_a_probe_names_a_verb_and_a_target():
+    base = {
+        "name": "t",
+        "statement": "s.md",
+        "kind": "answer",
+        "editable": ["a.json"],
+        "test": {"command": ["x"]},
+    }
+    assert TaskConfig(**base, probe={"paying": "tune k"}).probe.paying == "tune k"
+    with pytest.raises(ValueError, match="e.g. 'increase STEPS'"):
+        TaskConfig(**base, probe={"paying": "more STEPS"})
+    with pytest.raises(TaskError):
+        resolve_task("probes")  # a suite of the bench, not a task
+
+
+def test_bench_runs_the_probe_suite(tmp_path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench", "--tasks", "probes", "--methods", "arts,arts-ttt", "--seeds", "2", "--out", str(out),
+                 "--report"]) == 0  # fmt: skip
+    summary = (out / "summary.md").read_text()
+    assert "tasks probe-kepler, probe-quadrature; methods arts, arts-ttt" in summary
+
+
+def test_a_ttt_run_on_a_probe_watches_its_paying_class(monkeypatch, tmp_path):
+    import arts.search.learning
+    import arts.training.ttt
+    from arts.search.config import SearchConfig
+    from arts.search.run import start_learning
+
+    watched = []
+
+    class Learning:
+        def __init__(self, *args, watch=None, **kwargs):
+            watched.append(watch)
+
+        def start(self):
+            pass
+
+    monkeypatch.setattr(arts.search.learning, "Learning", Learning)
+    monkeypatch.setattr(arts.training.ttt, "Trainer", lambda *a, **k: None)
+    for name, set_watch in [
+        ("probe-kepler", None),
+        ("probe-quadrature", "increase NODE"),
+        ("circle-packing-26", None),
+    ]:
+        cfg = SearchConfig(task=name, ttt={"enabled": True, "watch": set_watch})
+        run = SimpleNamespace(
+            task=resolve_task(name),
+            ledger=SimpleNamespace(store=SimpleNamespace(run_dir=tmp_path)),
+            log=print,
+            agents=SimpleNamespace(use_adapter=lambda name: None),
+        )
+        start_learning(cfg, run, None)
+    assert watched == ["decrease TOL", "increase NODE", None]
