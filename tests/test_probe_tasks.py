@@ -52,6 +52,8 @@ def test_the_probes_are_builtin_and_declare_what_pays(capsys):
         probe = resolve_task(name).config.probe
         assert name in listed and probe is not None and probe.paying == paying
         assert paying.split()[1] not in resolve_task(name).statement  # the scientist is not told
+        assert main(["tasks", "show", name]) == 0
+        assert f"probe:    {paying} pays" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))

@@ -56,6 +56,8 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
         )
     if c.test:
         print(f"test:     {' '.join(c.test.command)}")
+    if c.probe:  # a learning probe (never shown to the scientist)
+        print(f"probe:    {c.probe.paying} pays; decoys: {', '.join(c.probe.decoys) or '-'}")
     print(f"location: {task.root}")
     return 0
 
