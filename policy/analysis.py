@@ -8,6 +8,8 @@ hypotheses that turns results into observations with per-hypothesis verdicts. Ea
 schema decoded under grammar constraint: ids are `Literal`s of the ids given, labels are `Literal`s,
 strings are length-capped, output tokens are capped.
 
+The answer models about an experiment's result are `policy.analysis_answers`; the task plan's are here.
+
 Every call returns the parsed object (or a cleaned copy) or None / [] when the answer is unusable; it
 never raises on model output. The Completion of the latest call is kept in `Analyst.last` (None when the
 call was skipped because there was nothing to ask) so the caller can log its error and tokens; usage also
@@ -23,13 +25,16 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from arts.policy.analysis_answers import (
+    Cause,
+    Comparison,
+    Critique,
+    HypothesisVerdict,
+    Judgement,
+    Reflection,
+)
 from arts.policy.base import Backend, Completion
 from arts.policy.call import ask, chat
-
-Category = Literal["implementation", "design", "method"]
-"""implementation: the code is wrong; design: the evaluation or protocol is wrong; method: the idea is."""
-Severity = Literal["minor", "major", "fatal"]
-Stance = Literal["support", "oppose", "neutral"]
 
 ANALYST = "You analyse the results of experiments on a program. Answer with JSON only."
 SUPPORT_GRADES = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -114,78 +119,6 @@ class Plan(Statement):
 
 PLAN_AXES = create_model("Plan", __base__=Statement, axes=(list[Axis], Field(max_length=4)))
 """The plan as a model answers it under `plan_axes`: the axes are a required key of its grammar."""
-
-
-class Cause(BaseModel):
-    """One candidate explanation of a failed or stalled experiment. The grammar writes the fields in this
-    order: the cause and its evidence first, the labels only after the text they classify (the 135M
-    default wrote junk when asked to quote the evidence before stating the cause)."""
-
-    model_config = _FORBID
-    cause: str = Field(min_length=4, max_length=120)
-    """What went wrong."""
-    evidence: str = Field(min_length=4, max_length=120)
-    """What in the logs, curves or results the cause rests on."""
-    category: Category
-    severity: Severity
-    fix: str = Field(min_length=4, max_length=120)
-    """What to do about it."""
-
-
-class Critique(BaseModel):
-    """The critic's score of one cause, and the category it believes is right."""
-
-    model_config = _FORBID
-    index: int
-    """Position of the cause in the list scored (per call a `Literal` of 0..k-1)."""
-    score: float = Field(ge=0, le=1)
-    """How well the cause explains the evidence."""
-    category: Category
-    criticality: float = Field(ge=0, le=1)
-    """How much the cause, if true, undermines the idea tested: 0 harmless, 1 fatal to it. Gates how deep
-    the revision goes (`search.investigation.attribution.route`)."""
-
-
-class Judgement(BaseModel):
-    """Whether a result is a valid measurement of its hypothesis, even if the result is weak."""
-
-    model_config = _FORBID
-    reason: str = Field(min_length=4, max_length=120)
-    """Written first, so the verdict is conditioned on it."""
-    valid_measurement: bool
-    confidence: float = Field(ge=0, le=1)
-
-
-class Reflection(BaseModel):
-    """One free-text reflection on a failed or stalled experiment (the reflection baseline)."""
-
-    model_config = _FORBID
-    reflection: str = Field(min_length=8, max_length=200)
-    """What went wrong and what to do differently next time."""
-
-
-class HypothesisVerdict(BaseModel):
-    """The observation a comparison yields and how it bears on one hypothesis."""
-
-    model_config = _FORBID
-    hypothesis: int
-    """Hypothesis id (per call a `Literal` of the ids compared)."""
-    observation: str = Field(min_length=4, max_length=140)
-    """Written before the verdict, so the verdict is conditioned on it."""
-    verdict: Stance
-
-
-class Comparison(BaseModel):
-    """One joint comparison over the working hypotheses. The verdicts come first: written after a list
-    of flawed ids, the 135M default called every experiment flawed."""
-
-    model_config = _FORBID
-    verdicts: list[HypothesisVerdict] = []
-    """At most one per hypothesis (duplicates are dropped, first kept)."""
-    predictions: list[Annotated[str, Field(min_length=4, max_length=120)]] = Field([], max_length=2)
-    """Predictions that would tell the hypotheses apart."""
-    flawed: list[int] = []
-    """Hypotheses whose experiment was flawed (a bug or a broken protocol, not a refutation)."""
 
 
 def _ids(ids: list[int]):

@@ -10,13 +10,10 @@ from arts.policy.analysis import (
     SUPPORT_GRADES,
     AnalysisConfig,
     Analyst,
-    Cause,
-    Comparison,
-    Critique,
-    Judgement,
     Plan,
     clip,
 )
+from arts.policy.analysis_answers import Cause, Comparison, Critique, Judgement
 from tests.doubles import Scripted
 
 REPORT = (

@@ -9,7 +9,8 @@ from typing import get_args
 
 import pytest
 
-from arts.policy.analysis import AnalysisConfig, Analyst, Category, Cause, Critique, Judgement, Severity
+from arts.policy.analysis import AnalysisConfig, Analyst
+from arts.policy.analysis_answers import Category, Cause, Critique, Judgement, Severity
 from arts.policy.base import Completion
 from arts.search.investigation.attribution import (
     ROUTES,

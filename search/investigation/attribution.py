@@ -22,7 +22,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from arts.policy.analysis import Analyst, Category, Cause, Critique, Judgement, Severity
+from arts.policy.analysis import Analyst
+from arts.policy.analysis_answers import Category, Cause, Critique, Judgement, Severity
 from arts.search.investigation import meaning
 
 Action = Literal["accept", "repair", "fix_protocol", "refine_local", "refine_structural", "pivot"]
