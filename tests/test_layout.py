@@ -348,9 +348,6 @@ def test_no_module_is_over_the_line_limit():
     )
 
 
-@pytest.mark.xfail(
-    strict=False, reason="the median module is just over 140 lines (142) until the longest modules are split"
-)
 def test_the_median_module_is_short():
     lines = sorted(module_lines().values())
     median = statistics.median(lines)
