@@ -10,8 +10,9 @@ streamed when its answer is done, in word-sized chunks. Streamed text is release
 (a token may end inside a UTF-8 sequence) and never past a stop string: the last characters that a
 stop string could still begin with wait for the next token.
 
-Deliberately not done: the `bytes` of a token that ends inside a UTF-8 sequence are those of its
-decoded text (with U+FFFD), as vLLM gives them, not the raw bytes.
+A token's log-prob entry carries its own bytes (joined, a choice's tokens give its content even where
+a character spans tokens) and their text, U+FFFD where the token holds part of a character. The stop
+token is counted (as `completion_tokens` counts it) and shows as nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from arts.policy.base import Completion
 
 Decode = Callable[[list[int]], str]
 """Token ids to text (special tokens left out)."""
+TokenBytes = Callable[[int], bytes]
+"""A token id's own bytes (b"" for special tokens)."""
 Generate = Callable[[Any], list[Completion]]
 """Runs the request: called with an `on_tokens` sink (or None), returns one prompt's completions."""
 
@@ -85,13 +88,13 @@ class TextStream:
 
 
 def token_entries(
-    decode: Decode, token_ids: list[int], logprobs: list[float], top: list[list[tuple[int, float]]]
+    piece: TokenBytes, token_ids: list[int], logprobs: list[float], top: list[list[tuple[int, float]]]
 ) -> list[dict[str, Any]]:
     """OpenAI's `logprobs.content` of these tokens: token, logprob, bytes and the top alternatives."""
 
     def entry(token: int, logprob: float) -> dict[str, Any]:
-        text = decode([token])
-        return {"token": text, "logprob": logprob, "bytes": list(text.encode())}
+        raw = piece(token)
+        return {"token": raw.decode(errors="replace"), "logprob": logprob, "bytes": list(raw)}
 
     tops = top or [[] for _ in token_ids]
     return [
@@ -106,8 +109,8 @@ def usage_of(comps: list[Completion]) -> dict[str, Any]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
-def chat_response(model: str, comps: list[Completion], logprobs: Decode | None = None) -> dict[str, Any]:
-    """A whole chat completion; with `logprobs` (the per-token decoder), each choice's log-probs."""
+def chat_response(model: str, comps: list[Completion], logprobs: TokenBytes | None = None) -> dict[str, Any]:
+    """A whole chat completion; with `logprobs` (each token's bytes), each choice's log-probs."""
     choices = []
     for i, c in enumerate(comps):
         choice: dict[str, Any] = {
@@ -138,7 +141,7 @@ def stream_events(
     decode: Decode,
     stop: list[str],
     live: bool,
-    logprobs: Decode | None = None,
+    logprobs: TokenBytes | None = None,
 ) -> Iterator[str]:
     """Server-sent events of one chat completion: the role at once, then the text as it is decoded
     (`live`) or when the answer is done, a `finish_reason` chunk per choice, usage if asked, [DONE]."""

@@ -33,6 +33,7 @@ more).
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import threading
 import time
@@ -44,7 +45,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
-from arts.policy.backends.chat_wire import ApiError, Decode, chat_response, stream_events
+from arts.policy.backends.chat_wire import ApiError, Decode, TokenBytes, chat_response, stream_events
 from arts.policy.backends.schemas import schema_model
 from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
 
@@ -185,6 +186,7 @@ def build_app(
         top = logprob_request(backend, req)
         extra: dict[str, Any] = {"top_logprobs": top} if top is not None else {}
         text = token_decoder(backend)
+        per_token = token_bytes(backend) if top is not None else None
 
         def generate(on_tokens: Any = None) -> list[Completion]:
             live = {"on_tokens": on_tokens} if on_tokens is not None else {}
@@ -198,12 +200,11 @@ def build_app(
                     raise ApiError(400, str(e)) from None
             return out[0]
 
-        per_token = text(special=True) if top is not None else None
         if req.stream:
             usage = bool((req.stream_options or {}).get("include_usage"))
             live = takes(backend.generate, "on_tokens") and hasattr(backend, "tokenizer")
             events = stream_events(
-                req.model, generate, req.n, usage, decode=text(special=False), stop=[] if schema else stop,
+                req.model, generate, req.n, usage, decode=text, stop=[] if schema else stop,
                 live=live, logprobs=per_token,
             )  # fmt: skip
             return StreamingResponse(events, media_type="text/event-stream")
@@ -304,16 +305,27 @@ def logprob_request(backend: Backend, req: ChatRequest) -> int | None:
     return req.top_logprobs or 0
 
 
-def token_decoder(backend: Backend) -> Any:
-    """`text(special=)`: a function from token ids to text, special tokens kept or not."""
+def token_decoder(backend: Backend) -> Decode:
+    """Token ids to text as answers show it (special tokens left out)."""
+    tokenizer = getattr(backend, "tokenizer", None)
+    if tokenizer is None:
+        return lambda ids: ""
+    return lambda ids: tokenizer.decode(ids, skip_special_tokens=True)
 
-    def text(special: bool) -> Decode:
-        tokenizer = getattr(backend, "tokenizer", None)
-        if tokenizer is None:
-            return lambda ids: ""
-        return lambda ids: tokenizer.decode(ids, skip_special_tokens=not special)
 
-    return text
+@functools.cache
+def _vocab_bytes(tokenizer: Any) -> tuple[list[bytes], frozenset[int]]:
+    import xgrammar as xgr
+
+    vocab = xgr.TokenizerInfo.from_huggingface(tokenizer).decoded_vocab  # raw bytes, any tokenizer kind
+    return vocab, frozenset(tokenizer.all_special_ids)
+
+
+def token_bytes(backend: Backend) -> TokenBytes:
+    """Each token's own bytes, special tokens (the stop token) empty: a choice's log-prob entries
+    join into its content and count its `completion_tokens`."""
+    vocab, special = _vocab_bytes(backend.tokenizer)  # type: ignore[attr-defined]
+    return lambda token: b"" if token in special or token >= len(vocab) else vocab[token]
 
 
 def load_adapter(backend: Backend, name: str, path: str) -> None:
