@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from arts.tasks.hidden import GENERATOR, HiddenBuildError, hidden_root
+from arts.tasks.probe import ProbeConfig
 from arts.tasks.problems import field_problems, links_out, not_utf8, schema_problems
 
 if sys.version_info >= (3, 11):
@@ -103,28 +104,6 @@ class AnswerConfig(_Strict):
         return v
 
 
-class ProbeConfig(_Strict):
-    """`[probe]`: a learning probe, a task whose reward is stationary: one class of moves keeps paying round
-    after round while the task's other targets are decoys, so a scientist that learns during the search has
-    something simple and known to learn. Read by the harness only; never shown to the scientist."""
-
-    paying: str
-    """The class of moves that keeps paying, as a directed hypothesis starts: a verb and a target of the
-    seed program (`increase STEPS`). Without `ttt.watch`, a run on the task watches it (`training.watch`)."""
-    decoys: list[str] = []
-    """Targets of the seed program whose moves, either way, do not pay (inert, or worse)."""
-
-    @field_validator("paying")
-    @classmethod
-    def _move(cls, v: str) -> str:
-        if not re.fullmatch(r"(increase|decrease|tune|swap|rewrite) [A-Za-z_]\w*(#\d+)?", v):
-            raise ValueError(
-                f"{v!r} is not a class of moves; write a verb (increase, decrease, tune, swap, rewrite) and a "
-                "target of the seed program, e.g. 'increase STEPS'"
-            )
-        return v
-
-
 class TaskConfig(_Strict):
     name: str
     """Lower-case letters, digits and dashes."""
@@ -147,7 +126,7 @@ class TaskConfig(_Strict):
     answer: AnswerConfig | None = None
     """`answer` tasks only: the deliverable file and the JSON schema it follows."""
     probe: ProbeConfig | None = None
-    """Learning probes only: the class of moves that pays."""
+    """Learning probes only: the class of moves that pays (`tasks.probe`)."""
 
     @field_validator("name")
     @classmethod
