@@ -11,7 +11,7 @@ caller's pydantic model, and unparsable answers are asked for again a bounded nu
 shifted seed); what still fails is a typed `Completion.error`. A server that ignores `n` is
 remembered too, and the samples are then drawn by separate calls (seed + i).
 Connection errors, 429 and 5xx are retried with exponential backoff; a server that stays down raises
-`BackendError` saying how to start it.
+`BackendError` saying how to start it (`openai_http`).
 
 Several requests, each with its own schema and sampling, go out at once through `generate_each` (a
 server that batches, as vLLM does, then decodes them together). Deliberately not done: streaming, tool calls, per-completion token counts for n > 1 (the API reports
@@ -25,7 +25,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from arts.policy.backends.chat_format import (
     request_kwargs,
     schema_prompt,
 )
+from arts.policy.backends.openai_http import REJECTED, Http
 from arts.policy.backends.registry import BACKENDS
 from arts.policy.base import (
     BackendError,
@@ -56,9 +56,6 @@ from arts.policy.base import (
 from arts.policy.parsing import schema_key
 
 log = logging.getLogger(__name__)
-
-_RETRYABLE = (openai.APIConnectionError, openai.RateLimitError, openai.InternalServerError)
-_REJECTED = (openai.BadRequestError, openai.UnprocessableEntityError)
 
 
 @BACKENDS.register("openai")
@@ -82,15 +79,13 @@ class OpenAIBackend:
         self.base_url = base_url.rstrip("/")
         self.model_id = model
         self.usage_sink = usage_sink
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
         self.schema_retries = schema_retries
         self.pricing = pricing
         self.cost_usd = 0.0
         """Dollars spent so far under `pricing` (0 without it)."""
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        # The client's own retries are off: ours back off on our schedule and end in a BackendError.
-        self._client = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=timeout_s)
+        self._http = Http(self.base_url, model, key, timeout_s, max_retries, backoff_s)
+        self._client = self._http.client
         self._root = self.base_url.removesuffix("/v1")
         self.rejected_schemas: set[str] = set()
         """Schemas (canonical JSON) the server rejected in `response_format`: they go into the prompt."""
@@ -214,21 +209,21 @@ class OpenAIBackend:
             kwargs["messages"] = schema_prompt(messages, schema)
         start = time.perf_counter()
         try:
-            resp = self._call(self._client.chat.completions.create, **kwargs)
-        except _REJECTED as e:
+            resp = self._http.call(self._client.chat.completions.create, **kwargs)
+        except REJECTED as e:
             if not constrained:
-                raise self._error(e, model) from None
+                raise self._http.error(e, model) from None
             plain = kwargs | {"messages": schema_prompt(messages, schema)}  # type: ignore[arg-type]
             del plain["response_format"]
             try:  # a 400 for another reason (prompt too long, ...) fails here too
-                resp = self._call(self._client.chat.completions.create, **plain)
+                resp = self._http.call(self._client.chat.completions.create, **plain)
             except openai.APIError as again:
-                raise self._error(again, model) from None
+                raise self._http.error(again, model) from None
             log.warning("%s rejected response_format (%s); the schema goes into the prompt", self.base_url, e)
             self.rejected_schemas.add(key)
             constrained = False
         except openai.APIError as e:
-            raise self._error(e, model) from None
+            raise self._http.error(e, model) from None
         return self._completions(resp, constrained, time.perf_counter() - start, usage)
 
     def _completions(self, resp: Any, constrained: bool, wall_s: float, usage: Usage) -> list[Completion]:
@@ -253,41 +248,6 @@ class OpenAIBackend:
             for choice, text in zip(resp.choices, texts, strict=True)
         ]
 
-    # ---- HTTP plumbing ----------------------------------------------------------------------------
-
-    def _call(self, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        """`fn(**kwargs)`, retried with exponential backoff on connection errors, 429 and 5xx."""
-        delay = self.backoff_s
-        for attempt in range(self.max_retries + 1):
-            try:
-                return fn(**kwargs)
-            except _RETRYABLE as e:
-                if getattr(e, "status_code", None) == 501:
-                    raise  # "not implemented" will not change on a retry
-                if attempt == self.max_retries:
-                    raise self._error(e, kwargs.get("model", self.model_id)) from None
-                log.info("%s: %s; retrying in %.2fs", self.base_url, type(e).__name__, delay)
-                time.sleep(delay)
-                delay *= 2
-
-    def _error(self, e: openai.APIError, model: str) -> BackendError:
-        if isinstance(e, openai.APIConnectionError):
-            reason = e.__cause__ or e
-            return BackendError(
-                f"cannot reach {self.base_url}: {reason}; start the server "
-                f"(e.g. `arts serve` or `vllm serve ...`) or fix --base-url"
-            )
-        if isinstance(e, openai.NotFoundError):
-            return BackendError(
-                f"{self.base_url} has no model {model!r} ({e.message}); pass a served model name "
-                f"(GET {self.base_url}/models lists them) or load the adapter first"
-            )
-        status = getattr(e, "status_code", "?")
-        return BackendError(f"{self.base_url} answered {status} for model {model!r}: {e.message}")
-
-    def _post(self, url: str, body: dict[str, Any], cast_to: type) -> Any:
-        return self._call(self._client.post, path=url, body=body, cast_to=cast_to)
-
     # ---- adapters, tokens, logprobs ---------------------------------------------------------------
 
     def load_adapter(self, name: str, path: str | Path) -> None:
@@ -297,26 +257,26 @@ class OpenAIBackend:
         vLLM's prefix cache (keyed by name and path) from serving blocks of older weights."""
         body = {"lora_name": name, "lora_path": str(Path(path).resolve()), "load_inplace": True}
         try:
-            self._post(f"{self.base_url}/load_lora_adapter", body, str)
+            self._http.post(f"{self.base_url}/load_lora_adapter", body, str)
         except openai.NotFoundError:
             raise BackendError(
                 f"{self.base_url} cannot load adapters at run time; use `arts serve`, or start vLLM with "
                 f"`--enable-lora` and the environment variable VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
             ) from None
         except openai.APIError as e:
-            raise self._error(e, name) from None
+            raise self._http.error(e, name) from None
 
     def count_tokens(self, text: str) -> int:
         """Through the server's `/tokenize` (vLLM, `arts serve`); elsewhere about 4 characters a token."""
         if self._tokenize_supported:
             body = {"model": self.model_id, "prompt": text}
             try:
-                return int(self._post(f"{self._root}/tokenize", body, dict)["count"])
+                return int(self._http.post(f"{self._root}/tokenize", body, dict)["count"])
             except (openai.NotFoundError, openai.BadRequestError, KeyError):
                 log.warning("%s has no /tokenize; token counts are estimated", self._root)
                 self._tokenize_supported = False
             except openai.APIError as e:
-                raise self._error(e, self.model_id) from None
+                raise self._http.error(e, self.model_id) from None
         return math.ceil(len(text) / 4)
 
     def logprobs(
@@ -331,8 +291,8 @@ class OpenAIBackend:
         if self._is_arts_serve():
             body = {"model": model, "messages": messages, "completion": completion}
             body["schema"] = schema.model_json_schema() if schema is not None else None
-            return self._checked(
-                lambda: self._post(f"{self.base_url}/arts/logprobs", body, dict)["logprobs"], model
+            return self._http.checked(
+                lambda: self._http.post(f"{self.base_url}/arts/logprobs", body, dict)["logprobs"], model
             )
         if schema is not None:
             raise NotImplementedError(
@@ -351,13 +311,13 @@ class OpenAIBackend:
         """vLLM's `/tokenize` renders the chat; `/v1/completions` scores the ids with `prompt_logprobs`."""
         tokenize = f"{self._root}/tokenize"
         body = {"model": model, "messages": messages, "add_generation_prompt": True}
-        prompt_ids = self._checked(lambda: self._post(tokenize, body, dict)["tokens"], model)
+        prompt_ids = self._http.checked(lambda: self._http.post(tokenize, body, dict)["tokens"], model)
         ids = completion
         if isinstance(completion, str):
             body = {"model": model, "prompt": completion, "add_special_tokens": False}
-            ids = self._checked(lambda: self._post(tokenize, body, dict)["tokens"], model)
-        resp = self._checked(
-            lambda: self._call(
+            ids = self._http.checked(lambda: self._http.post(tokenize, body, dict)["tokens"], model)
+        resp = self._http.checked(
+            lambda: self._http.call(
                 self._client.completions.create,
                 model=model,
                 prompt=[*prompt_ids, *ids],
@@ -371,23 +331,9 @@ class OpenAIBackend:
         # Each row maps token id (a JSON string key) to {"logprob", "rank", ...}; the scored token is in it.
         return [float(row[str(t)]["logprob"]) for row, t in zip(rows, ids, strict=True)]
 
-    def _checked(self, fn: Callable[[], Any], model: str) -> Any:
-        """`fn()` with API errors turned into a BackendError, except "not offered" ones: a 404 passes
-        through, and a 501 becomes NotImplementedError with the server's reason."""
-        try:
-            return fn()
-        except openai.NotFoundError:
-            raise
-        except openai.APIStatusError as e:
-            if e.status_code == 501:
-                raise NotImplementedError(f"{self.base_url}: {e.message}") from None
-            raise self._error(e, model) from None
-        except openai.APIError as e:
-            raise self._error(e, model) from None
-
     def _is_arts_serve(self) -> bool:
         """Whether the server is `arts serve`, which marks its models `owned_by: "arts"` (cached)."""
         if self._arts is None:
-            models = self._checked(lambda: self._call(self._client.models.list), self.model_id)
+            models = self._http.checked(lambda: self._http.call(self._client.models.list), self.model_id)
             self._arts = any(getattr(m, "owned_by", "") == "arts" for m in models.data)
         return self._arts
