@@ -117,7 +117,7 @@ def test_a_ttt_run_warns_when_its_budget_cannot_give_one_update(
     from arts.search.cli.main import main
     from arts.search.config import SearchConfig
     from arts.search.run import ttt_budget_note
-    from tests.test_search import RuleBackend, make_task
+    from tests.doubles import RuleBackend, make_task
 
     def make(mc, sink, seed):
         if mc.backend == "transformers":
