@@ -45,6 +45,10 @@ class Watched:
         finally:
             self.done.set()
 
+    @property
+    def grammars(self) -> Any:
+        return self.inner.grammars
+
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
@@ -274,3 +278,17 @@ def test_a_closed_stream_stops_decoding_and_frees_the_server(oc, watched):
     assert watched.done.wait(60) and watched.raised == "StreamClosed"  # not decoded to the end
     answer = oc.chat.completions.create(model="tiny", messages=HI, max_tokens=3)
     assert answer.usage.completion_tokens == 3
+
+
+def test_a_schema_without_a_grammar_is_a_400_and_the_server_keeps_serving(oc):
+    for schema, reason in (
+        ({"type": "object", "properties": {"a": {"type": "bogus"}}}, 'Unsupported type "bogus"'),
+        ({"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}}, "#/nowhere"),
+        ({"type": "array"}, "JSON-object schemas only"),
+    ):
+        fmt = {"type": "json_schema", "json_schema": {"name": "x", "schema": schema}}
+        with pytest.raises(openai.BadRequestError) as error:
+            oc.chat.completions.create(model="tiny", messages=HI, max_tokens=3, response_format=fmt)
+        message = error.value.body["message"]
+        assert message.startswith("response_format: ") and reason in message and ".cc" not in message, message
+    assert oc.chat.completions.create(model="tiny", messages=HI, max_tokens=3).usage.completion_tokens == 3

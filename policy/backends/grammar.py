@@ -14,6 +14,7 @@ objects described by a pydantic model.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from typing import Any
 
@@ -42,9 +43,13 @@ class GrammarCache:
         its JSON text, property order kept)."""
         key = json.dumps(schema) if isinstance(schema, dict) else schema_key(schema)
         if key not in self._grammars:
-            self._grammars[key] = self._compiler.compile_json_schema(
-                key, any_whitespace=False, strict_mode=True
-            )
+            try:
+                self._grammars[key] = self._compiler.compile_json_schema(
+                    key, any_whitespace=False, strict_mode=True
+                )
+            except RuntimeError as e:  # xgrammar's message starts with its C++ source location
+                reason = re.sub(r"^\[[^\]]*\] \S+:\d+: ", "", str(e).strip())
+                raise ValueError(f"the JSON schema cannot be turned into a grammar: {reason}") from None
         return self._grammars[key]
 
     def matchers(self, schema: type[BaseModel], n: int) -> list[xgr.GrammarMatcher]:

@@ -45,7 +45,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException
 
-from arts.policy.backends.chat_wire import ApiError, Decode, TokenBytes, chat_response, stream_events
+from arts.policy.backends.chat_wire import (
+    ApiError,
+    Decode,
+    StreamClosed,
+    TokenBytes,
+    chat_response,
+    stream_events,
+)
 from arts.policy.backends.schemas import schema_model
 from arts.policy.base import Backend, BackendError, Completion, Message, Sampling
 
@@ -183,6 +190,12 @@ def build_app(
             raise ApiError(400, field_problems(e.errors())) from None
         if not 1 <= req.n <= 64:
             raise ApiError(400, f"n: {req.n} is out of range; give {FIXES['n']}")
+        grammars = getattr(backend, "grammars", None)  # compiled now, a bad schema is the request's fault
+        if schema is not None and grammars is not None:
+            try:
+                grammars.compile(schema)
+            except ValueError as e:
+                raise ApiError(400, f"response_format: {e}") from None
         top = logprob_request(backend, req)
         extra: dict[str, Any] = {"top_logprobs": top} if top is not None else {}
         text = token_decoder(backend)
@@ -198,6 +211,10 @@ def build_app(
                     )  # fmt: skip
                 except (ValueError, BackendError) as e:  # e.g. the prompt does not fit the context
                     raise ApiError(400, str(e)) from None
+                except (StreamClosed, ApiError):
+                    raise
+                except Exception as e:  # answered here: starlette's last-resort handler drops the connection
+                    raise ApiError(500, f"internal error: {type(e).__name__}: {e}", "server_error") from e
             return out[0]
 
         if req.stream:
