@@ -6,8 +6,9 @@ curl — and the same client code (`OpenAIBackend`) drives `arts serve` and `vll
 
 Routes: `GET /health`; `GET /v1/models`; `POST /v1/chat/completions` (messages, n, temperature, top_p,
 max_tokens, stop, seed, stream, logprobs, top_logprobs, response_format json_schema or json_object;
-answers carry `usage`; errors are OpenAI-shaped JSON objects, a line per wrong field naming the fix); `POST /v1/load_lora_adapter`
-({lora_name, lora_path}, as vLLM's); the request's `model` selects the base model or a loaded adapter.
+answers carry `usage`; errors are OpenAI-shaped JSON objects, a line per wrong field naming the fix);
+`POST /v1/load_lora_adapter` ({lora_name, lora_path}, as vLLM's); the request's `model` selects the base
+model or a loaded adapter.
 Two extensions: `POST /tokenize` ({prompt} → {count}, as vLLM's, without token ids) and
 `POST /v1/arts/logprobs` ({model, messages, completion, schema} → {logprobs}), which `OpenAIBackend`
 uses for exact, grammar-masked log-probabilities.
