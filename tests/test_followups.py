@@ -306,3 +306,22 @@ def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tm
     assert followed and all(e["step"] != "remeasure" for e in followed)
     repairs = [state.nodes[e["result"]] for e in followed if e["step"] == "repair" and e["result"]]
     assert any("declares its evaluator deterministic" in n.instructions for n in repairs)
+
+
+@pytest.mark.parametrize(("severity", "route"), [("minor", "refine_local"), ("major", "refine_structural")])
+def test_a_local_and_a_structural_refinement_run_different_experiments(tmp_path, rules, severity, route):
+    """Local: the same move, smaller; structural: a component of the hypothesis replaced by the fix."""
+    rules.bad_edits, rules.cause = 2, ("method", severity)
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    (scheduled, *_) = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "refine"]
+    assert scheduled["decision"] == route
+    child = state.hypotheses[scheduled["hypothesis"]]
+    parent = state.hypotheses[child.parent]
+    (done,) = [e for e in _events(state, "follow_up") if e["hypothesis"] == child.id]
+    node = state.nodes[done["result"]]
+    if route == "refine_local":
+        assert child.text.startswith(parent.text[:40]) and child.text.endswith("a smaller step")
+        assert node.instructions.startswith("Refined locally: the same change with a smaller step")
+    else:
+        assert "; " in child.text and node.instructions.startswith("Refined structurally")

@@ -16,6 +16,7 @@ from collections import Counter
 
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
+from arts.policy.proposal_schema import HYPOTHESIS_CHARS
 from arts.search.investigation import followups, probes, space, standing
 from arts.search.investigation.attribution import Decision, distinct
 from arts.search.ledger import Ledger
@@ -198,14 +199,13 @@ class Exploit:
                 )  # fmt: skip
             return 1
         if d.action in ("refine_local", "refine_structural"):
-            child = self.ledger.add(space.refine(h, f"{h.text[:60]}; {fix}"[:120], self.round))
+            text, told = refinement(h, d.action, fix, attributed)
+            child = self.ledger.add(space.refine(h, text, self.round))
             self.ledger.event("hypothesis", round=self.round, id=child.id, text=child.text, refines=h.id)
             self.commit(space.set_aside(h, self.round, self.cooldown), "refined", h)
             if attributed is not None and attributed.parent is not None:
                 start = followups.start_of(state, attributed)
-                self.follow_up(
-                    "refine", d.action, child.id, attributed, start, child.text, h.axis, f"Refined: {fix}"
-                )
+                self.follow_up("refine", d.action, child.id, attributed, start, child.text, h.axis, told)
             return 1
         self.commit(space.archive(h, self.round), "archived", h)  # pivot: a fatal flaw of the method
         self.note(f"h{h.id} abandoned (fatal flaw): {cause}", node)
@@ -247,6 +247,18 @@ class Exploit:
     def note(self, text: str, node: int | None) -> None:
         if self.memory:
             self.ledger.add(Insight(text=text[:INSIGHT_CHARS], kind="memory", node=node, round=self.round))
+
+
+def refinement(h: Hypothesis, action: str, fix: str, node: Node | None) -> tuple[str, str]:
+    """A refined hypothesis and the executor's instructions. Local: the same change (same move, same
+    target) made smaller, or with one companion change beside it. Structural: one component of the
+    hypothesis replaced by the fix, the rest kept."""
+    if action == "refine_local":
+        before = f" than node {node.id} took" if node is not None else ""
+        told = f"Refined locally: the same change with a smaller step{before}, or with one companion change: {fix}"
+        return f"{h.text[:100]}, a smaller step"[:HYPOTHESIS_CHARS], told
+    told = f"Refined structurally: keep the aim, change this component of how it is done: {fix}"
+    return f"{h.text[:60]}; {fix}"[:HYPOTHESIS_CHARS], told
 
 
 def improved(state: SearchState, nid: int) -> bool:
