@@ -147,6 +147,19 @@ def _answer_task(root: Path, toml: str, schema: str = '{"type": "object"}') -> P
     return root
 
 
+def test_an_answer_task_without_an_answer_section_stops_before_the_search(tmp_path: Path, capsys):
+    """Written from the contract without [answer], every node would be invalid: `arts search` stops at
+    once with one line naming task.toml, the section and the fix, and leaves no run behind."""
+    from arts.search.cli.main import main
+
+    toml = ANSWER_TASK.replace('[answer]\nfile = "answer.json"\nschema = "schema.json"\n', "")
+    root = _answer_task(tmp_path / "task", toml)
+    assert main(["search", str(root), "--method", "mutate", "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "needs an [answer] section" in err and "task.toml" in err and "Traceback" not in err
+    assert not (tmp_path / "run").exists()
+
+
 def test_an_answer_task_with_a_good_schema_loads(tmp_path: Path):
     task = load_task(_answer_task(tmp_path, ANSWER_TASK))
     assert task.answer_schema() == {"type": "object"} and task.seedless
