@@ -252,3 +252,20 @@ def test_best_supported_prefers_unrefuted_then_score_then_support():
     put(s, relate(s, o.id, h.id, "oppose", 1))
     assert best_supported(s).id == mid.id  # a confirmed refutation demotes the higher score
     assert best_supported(SearchState()) is None
+
+
+def test_one_comparison_naming_an_observation_for_several_hypotheses_does_not_confirm_it(tmp_path):
+    """Confirmation needs an independent second sighting: the same comparison (same source, node and
+    round) repeating it for four hypotheses counts once; a later round's sighting confirms it."""
+    from arts.search.investigation.observations import record
+    from arts.search.ledger import Ledger
+    from arts.search.store import Store
+
+    ledger = Ledger(Store.open(tmp_path / "run"))
+    ids = {record(ledger, "X above 3 scores lower", "comparison", "comparison", None, 1) for _ in range(4)}
+    (oid,) = ids
+    o = ledger.state.observations[oid]
+    assert o.provisional and o.times_seen == 1
+    record(ledger, "X above 3 scores lower", "comparison", "comparison", None, 2)
+    o = ledger.state.observations[oid]
+    assert not o.provisional and o.times_seen == 2

@@ -58,7 +58,9 @@ def worded(text: str) -> bool:
 
 def record(ledger: Ledger, text: str, source: str, region: str, node: int | None, round: int) -> int:
     o, new = space.observe(ledger.state, text, source, region, node, round)
-    return (ledger.add(o) if new else ledger.update(o)).id
+    if new:
+        return ledger.add(o).id
+    return (ledger.update(o) if o != ledger.state.observations[o.id] else o).id
 
 
 def after_node(

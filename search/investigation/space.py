@@ -261,9 +261,14 @@ def observe(
     node: int | None = None,
     round: int = 0,
 ) -> tuple[Observation, bool]:
-    """A new provisional observation (True), or the one it repeats, seen once more and confirmed (False)."""
+    """A new provisional observation (True), or the one it repeats (False): seen once more and confirmed
+    when this sighting is independent of the first (another node, or another round); the same source
+    saying it again in the same round (one comparison naming it for four hypotheses) is not a second
+    sighting."""
     seen = find_observation(state, text)
     if seen is not None:
+        if (seen.source, seen.node, seen.round) == (source, node, round):
+            return seen, False
         return _changed(seen, times_seen=seen.times_seen + 1, provisional=False), False
     o = Observation(text=text.strip(), source=source, region=region.strip(), node=node, round=round)
     return o, True
