@@ -47,14 +47,15 @@ def test_harness_text_keeps_its_numbers_and_model_text_is_grounded():
 def test_tree_curves_diffs_updates_and_sandbox_are_drawn():
     page = render_report(state(), None, "t")
     assert len(re.findall(r'<g class="node" data-node="\d+" data-status="(\w+)"', page)) == 3
-    assert 'data-status="invalid"' in page and 'stroke="#b00"' in page  # the failed node is visible
-    assert page.count('class="chart"') == 4  # best so far x2, TTT reward and KL
+    assert 'data-status="invalid"' in page and 'data-verdict="invalid"' in page  # the failed node is visible
+    assert page.count('class="chart"') == 2  # best so far x2; one TTT update is said, not charted
+    assert page.count('class="figure"') == 2 and "KL to the base</b>: KL to the base 0.002" in page
     assert "evaluations (0: the seed)" in page and "seconds since the start" in page
     assert (
         '<span class="del">-MARGIN = 0.01</span>' in page
         and '<span class="add">+MARGIN = 0.02</span>' in page
     )
-    assert 'id="node-3"' in page and 'href="#node-3"' in page  # a tree node links to its diff
+    assert 'id="node-3"' in page and 'href="#node-3"' in page  # a tree node opens its panel
     assert "<b>sandbox</b> bwrap+uid" in page and "<td>0.002</td>" in page
     assert "in progress" in page and "http" not in page.replace("http-equiv", "")
 

@@ -1,12 +1,15 @@
-"""The run report: one self-contained HTML file (no scripts, no network) built from the store alone.
+"""The run report: one self-contained HTML file (one small inline script, no network) built from the store.
 
-It shows what people would rather see than read: the search tree (coloured by score, the best path
-marked, failed nodes visible), best-so-far against evaluations and against seconds, each node's code diff
-against its parent, the hypothesis map with its evidence, the observations, the failure-attribution
-decisions, the TTT updates (reward, KL, clipping) and the isolation the sandbox ran with. Every number in
+It shows what people would rather see than read: the search tree, each node labelled with its id, score
+and move and coloured by whether it beat the seed in the task's direction (`search.report.labels`), the
+best path marked, failed nodes visible; beside it one node panel (a click on a node opens it: the
+hypothesis, the diff against the parent, the metrics and the evaluator's message, read from the node's
+`result.json` where the run directory has it); best-so-far against evaluations and against seconds, the
+hypothesis map, the TTT updates (reward, KL, clipping) and the isolation the sandbox ran with. Without
+scripts the panels still open (CSS `:target`). Every number in
 a table comes from the store. Text the model wrote is escaped, grounded (`search.report.grounding`: numbers no
 measurement backs are redacted, methods the code does not use are marked) and shown as the model's
-words, never as a result; text the harness wrote (its observations of what a node measured, failure
+words, never as a result, and collapsed (`<details>`) under a "model-written" mark; text the harness wrote (its observations of what a node measured, failure
 reasons) is shown as written.
 
 It is rewritten after every round (`live_update`), so it can be opened while a search runs; a running
@@ -15,30 +18,45 @@ run's page reloads itself every 30 s. `arts report RUN` writes it for any run, a
 
 from __future__ import annotations
 
-import difflib
 import html
 import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from arts.search.report.labels import move_label, verdict
+from arts.search.report.panel import CSS as PANEL_CSS
+from arts.search.report.panel import SCRIPT, WORDS, node_panels
 from arts.search.report.plots import Series, line_chart, tree_svg
 from arts.search.report.space import grounder, space_sections
-from arts.search.state import Node, SearchState
+from arts.search.state import SearchState
 
 if TYPE_CHECKING:
     from arts.search.context import Run
 
-CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1100px}
+CSS = """body{font:14px system-ui,sans-serif;margin:24px;color:#222;max-width:1500px}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}table{border-collapse:collapse;width:100%}
 td,th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-align:top}
 .bad{color:#b00}.ok{color:#070}.mono{font-family:monospace;font-size:12px}
 .kv span{display:inline-block;margin-right:18px}.charts{display:flex;flex-wrap:wrap;gap:16px}
 svg text{font-size:11px;fill:#333}.said{border-left:3px solid #bbb;padding-left:8px;color:#444}
 .said:before{content:"model's words";display:block;font-size:11px;color:#888}
-.tree-wrap{overflow-x:auto;border:1px solid #eee}.status{padding:6px 10px;background:#f4f4f4}
+.r-better{color:#070}.r-worse{color:#b00}.r-invalid{color:#8b0000}.r-same{color:#666}
+details.model>summary{cursor:pointer;color:#555}details.model>summary b{color:#7a4b00}.figure{padding:8px 12px;border:1px solid #eee}
+h4{margin:8px 0 2px;font-size:13px;color:#555}.status{padding:6px 10px;background:#f4f4f4}
 .running{background:#fff4d6}pre.diff{font-size:12px;background:#fafafa;padding:6px;overflow-x:auto}
 .add{color:#070}.del{color:#b00}.hunk{color:#888}details{margin:2px 0}"""
+
+MODEL = "<b>model-written</b>"
+"""The mark on every collapsed section of the model's free text."""
+
+
+def model_text(title: str, body: str, count: int) -> str:
+    """A section of the model's free text: collapsed, its summary saying whose words they are."""
+    return (
+        f'<details class="model"><summary><h2 style="display:inline">{_e(title)}</h2> · {MODEL}'
+        f" ({count}, click to read)</summary>{body}</details>"
+    )
 
 
 def _e(x: object) -> str:
@@ -92,46 +110,20 @@ def curves(state: SearchState) -> str:
     return '<div class="charts">' + "".join(charts) + "</div>"
 
 
-def diff_html(node: Node, parent: Node | None, max_lines: int = 150) -> str:
-    """The node's files against its parent's, as a coloured unified diff."""
-    lines: list[str] = []
-    for name in sorted(set(node.files) | set(parent.files if parent else {})):
-        old = (parent.files.get(name, "") if parent else "").splitlines()
-        new = node.files.get(name, "").splitlines()
-        lines += difflib.unified_diff(old, new, f"a/{name}", f"b/{name}", n=2, lineterm="")
-    if not lines:
-        return "<p>No change to the files.</p>"
-    cls = {"+": "add", "-": "del", "@": "hunk"}
-    shown = [f'<span class="{cls.get(ln[:1], "")}">{_e(ln)}</span>' for ln in lines[:max_lines]]
-    more = f"\n… {len(lines) - max_lines} more lines" if len(lines) > max_lines else ""
-    return f'<pre class="diff">{chr(10).join(shown)}{more}</pre>'
-
-
-def diffs(state: SearchState, limit: int = 300) -> str:
-    nodes = [n for n in sorted(state.nodes.values(), key=lambda n: n.id) if n.parent is not None][-limit:]
-    parts = []
-    for n in nodes:
-        parent = state.nodes.get(n.parent) if n.parent is not None else None
-        result = _fmt(n.raw_score) if n.score is not None else f"{n.status}: {n.reason[:100]}"
-        parts.append(
-            f'<details id="node-{n.id}"><summary>node {n.id} ← {n.parent} · round {n.round} · {_e(result)}'
-            f" · {_e(n.hypothesis[:100])}</summary>{diff_html(n, parent)}</details>"
-        )
-    return "<h2>Code changes (each node against its parent)</h2>" + "".join(parts) if parts else ""
-
-
 def node_rows(state: SearchState) -> str:
+    """One row per node; the result is coloured by its verdict against the seed in the task's direction."""
+    seed = next((n for n in state.nodes.values() if n.parent is None), None)
     rows = []
     for n in sorted(state.nodes.values(), key=lambda n: n.id):
-        cls = "ok" if n.status in ("valid", "seed") and n.score is not None else "bad"
+        v = verdict(n, seed)
         result = _fmt(n.raw_score) if n.score is not None else f"{n.status}: {n.reason[:120]}"
-        link = f'<a href="#node-{n.id}">{n.id}</a>' if n.parent is not None else str(n.id)
         rows.append(
-            f"<tr><td>{link}</td><td>{'' if n.parent is None else n.parent}</td><td>{n.round}</td>"
-            f"<td>{_e(n.axis)}</td><td>{_e(n.hypothesis[:160]) or '<i>seed</i>'}</td>"
-            f'<td class="{cls}">{_e(result)}</td><td>{n.eval_s:.1f}</td></tr>'
+            f'<tr><td><a href="#node-{n.id}">{n.id}</a></td><td>{"" if n.parent is None else n.parent}</td>'
+            f"<td>{n.round}</td><td>{_e(move_label(n.hypothesis))}</td>"
+            f'<td class="r-{v}">{_e(result)}</td><td><span class="verdict v-{v}">{WORDS[v]}</span></td>'
+            f"<td>{n.eval_s:.1f}</td></tr>"
         )
-    head = "<tr><th>node</th><th>parent</th><th>round</th><th>axis</th><th>hypothesis</th><th>result</th><th>eval s</th></tr>"
+    head = "<tr><th>node</th><th>parent</th><th>round</th><th>move</th><th>result</th><th>against the seed</th><th>eval s</th></tr>"
     return f"<table>{head}{''.join(rows)}</table>"
 
 
@@ -209,7 +201,14 @@ def header(state: SearchState, summary: dict | None, status: str) -> str:
     return f'<p class="{cls}">{_e(status)} · written {when}</p><div class="kv">{kv}</div>'
 
 
-def render_report(state: SearchState, summary: dict | None, title: str, status: str | None = None) -> str:
+def render_report(
+    state: SearchState,
+    summary: dict | None,
+    title: str,
+    status: str | None = None,
+    messages: dict[int, str] | None = None,
+) -> str:
+    """The page; `messages`: the evaluator's message per node id (from the run directory)."""
     status = status or run_status(state)
     g = grounder(state)
     audits = [g(i.text, None) for i in state.insights.values() if i.kind == "audit"]
@@ -218,28 +217,44 @@ def render_report(state: SearchState, summary: dict | None, title: str, status: 
     memory = [g(i.text, i.node) for i in state.insights.values() if i.kind == "memory" and i.active]
     best = state.best()
     refresh = '<meta http-equiv="refresh" content="30">' if status == "running" else ""
+    minimize = minimizing(state)
     parts = [
         f"<!doctype html><html lang='en'><meta charset='utf-8'>{refresh}<title>{_e(title)}</title>"
-        f"<style>{CSS}</style><h1>{_e(title)}</h1>",
+        f"<style>{CSS}\n{PANEL_CSS}</style><h1>{_e(title)}</h1>",
         header(state, summary, status),
+        "<h2>Search tree</h2><p>Each node: id, score, move. Colour against the seed"
+        f" ({'lower' if minimize else 'higher'} is better): <b style='color:#1a9850'>green better</b>,"
+        " <b style='color:#d73027'>red worse</b>, grey the same, blue the seed; hollow with a dark red"
+        " cross: invalid. Thick: the path to the best node (ringed). Click a node to open it beside the tree.</p>"
+        f'<div class="explore"><div class="tree-wrap">{tree_svg(state.nodes, best.id if best else None)}</div>'
+        f"{node_panels(state, g, messages or {})}</div>",
         "<h2>Best so far</h2>" + curves(state),
-        "<h2>Search tree</h2><p>Colour: score among valid nodes (red worst, green best); hollow red: failed;"
-        " thick: the path to the best node (ringed). Click a node for its code diff.</p>"
-        f'<div class="tree-wrap">{tree_svg(state.nodes, best.id if best else None)}</div>',
     ]
     if audits:
-        parts.append("<h2>Audit</h2>" + "".join(f'<div class="said">{a}</div>' for a in audits))
-    if memory:
         parts.append(
-            "<h2>Memory (what each node showed)</h2><ul>"
-            + "".join(f"<li>{m}</li>" for m in memory[-30:])
-            + "</ul>"
+            model_text("Audit notes", "".join(f'<div class="said">{a}</div>' for a in audits), len(audits))
         )
+    if memory:
+        body = "<ul>" + "".join(f"<li>{m}</li>" for m in memory[-30:]) + "</ul>"
+        parts.append(model_text("Memory (what each node showed)", body, len(memory)))
     parts += space_sections(state, g)
     parts.append(updates_section(state))
     parts.append("<h2>Nodes</h2>" + node_rows(state))
-    parts.append(diffs(state))
+    parts.append(SCRIPT)
     return "\n".join(p for p in parts if p)
+
+
+def evaluator_messages(run_dir: Path) -> dict[int, str]:
+    """The evaluator's message of every node whose folder still holds its `result.json`."""
+    out = {}
+    for f in (run_dir / "nodes").glob("*/result.json"):
+        try:
+            msg = json.loads(f.read_text()).get("message")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if f.parent.name.isdigit() and isinstance(msg, str) and msg:
+            out[int(f.parent.name)] = msg
+    return out
 
 
 def write_report(
@@ -251,7 +266,9 @@ def write_report(
     out = out or run_dir / "report.html"
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(render_report(state, summary, f"arts run {run_dir.name}", status))
+    tmp.write_text(
+        render_report(state, summary, f"arts run {run_dir.name}", status, evaluator_messages(run_dir))
+    )
     tmp.replace(out)
     return out
 

@@ -1,12 +1,14 @@
 """The report's pictures as inline SVG: the search tree and line charts with real axes.
 
-Inline SVG keeps the report one offline file (no scripts, no network, no plotting library): each chart is
-a few hundred elements written here. The tree draws every node as one `<g class="node">` (the browser
-test counts them), edges from parent to child, fill colour by score (red worst → green best, among valid
-nodes), failed nodes hollow with a red ring, pending ones dashed, and the path from the root to the best
-node drawn thick. Hovering a node shows its hypothesis and result; clicking it jumps to its code diff.
+Inline SVG keeps the report one offline file (no plotting library, no network): each chart is a few hundred
+elements written here. The tree draws every node as one `<g class="node">` (the browser test counts them)
+labelled with its id, its score and its move (`search.report.labels`), edges from parent to child, the dot
+coloured by the node's verdict against the seed in the task's direction (green better, red worse, grey the
+same, blue the seed; deeper the further from the seed), invalid nodes hollow with a dark red cross, pending
+ones dashed, and the path from the root to the best node drawn thick. A chart with a single x (one update,
+only the seed) is written as text: axes around one point would be invented.
 
-Not done here: interaction beyond links and tooltips, or layouts for forests (a run has one root).
+Not done here: layouts for forests (a run has one root).
 """
 
 from __future__ import annotations
@@ -15,9 +17,11 @@ import html
 import math
 from dataclasses import dataclass
 
+from arts.search.report.labels import move_label, shade, verdict
 from arts.search.state import Node
 
 BEST = "#c40"
+INVALID = "#8b0000"
 
 
 def _e(x: object) -> str:
@@ -62,6 +66,13 @@ def line_chart(
     pts = [p for s in series for p in s.points]
     if not pts:
         return "<p>No valid node yet.</p>"
+    if len({p[0] for p in pts}) == 1:  # one x: an axis would be invented around it, so say the figure
+        x = pts[0][0]
+        said = "; ".join(f"{_e(s.label)} {_fmt(s.points[-1][1])}" for s in series if s.points)
+        return (
+            f'<div class="figure" role="figure" aria-label="{_e(ylabel)}"><b>{_e(ylabel)}</b>: {said}'
+            f"<br><small>one point so far ({_e(xlabel)} {_fmt(x)}): no chart yet</small></div>"
+        )
     left, right, top, bottom = 62, 12, 12, 42
     xs = ticks(min(p[0] for p in pts), max(p[0] for p in pts), integer=integer_x)
     ys = ticks(*_span([p[1] for p in pts]))
@@ -107,15 +118,6 @@ def _span(values: list[float]) -> tuple[float, float]:
     return lo - pad, hi + pad
 
 
-def score_colour(t: float) -> str:
-    """t in [0, 1] (worst → best) as red → yellow → green."""
-    stops = [(215, 48, 39), (254, 224, 139), (26, 152, 80)]
-    t = min(max(t, 0.0), 1.0) * 2
-    a, b = stops[int(min(t, 1.999))], stops[int(min(t, 1.999)) + 1]
-    f = t - int(min(t, 1.999))
-    return "#" + "".join(f"{round(u + (v - u) * f):02x}" for u, v in zip(a, b))
-
-
 def _layout(nodes: dict[int, Node]) -> dict[int, tuple[int, float]]:
     """(depth, row) per node: leaves take consecutive rows, a parent sits between its first and last child."""
     children: dict[int | None, list[int]] = {}
@@ -138,16 +140,16 @@ def _layout(nodes: dict[int, Node]) -> dict[int, tuple[int, float]]:
     return pos
 
 
-def tree_svg(nodes: dict[int, Node], best: int | None, width: int = 1000) -> str:
+def tree_svg(nodes: dict[int, Node], best: int | None) -> str:
     """The search tree (see the module docstring for the encoding)."""
     if not nodes:
         return "<p>No node yet.</p>"
     pos = _layout(nodes)
-    depth = max(d for d, _ in pos.values())
     rows = max(r for _, r in pos.values()) + 1
-    dy = max(5.0, min(20.0, 2400 / rows))
-    dx = min(90.0, (width - 60) / max(depth, 1))
-    height = int(rows * dy + 30)
+    dx, dy = 245.0, 24.0
+    width = int(40 + max(d for d, _ in pos.values()) * dx + 250)
+    height = int(rows * dy + 16)
+    seed = next((n for n in nodes.values() if n.parent is None), None)
     scored = [n.score for n in nodes.values() if n.score is not None]
     lo, hi = (min(scored), max(scored)) if scored else (0.0, 1.0)
     on_path: set[int] = set()
@@ -158,30 +160,37 @@ def tree_svg(nodes: dict[int, Node], best: int | None, width: int = 1000) -> str
 
     def xy(nid: int) -> tuple[float, float]:
         d, r = pos[nid]
-        return 30 + d * dx, 15 + r * dy
+        return 16 + d * dx, 14 + r * dy
 
     edges, marks = [], []
     for n in sorted(nodes.values(), key=lambda n: n.id):
         x, y = xy(n.id)
         if n.parent in nodes:
             px, py = xy(n.parent)
-            thick = n.id in on_path
-            stroke = f'stroke="{BEST}" stroke-width="3"' if thick else 'stroke="#999" stroke-width="1"'
-            edges.append(f'<path d="M{px:.1f},{py:.1f} C{px + dx / 2:.1f},{py:.1f} {x - dx / 2:.1f},{y:.1f} {x:.1f},{y:.1f}" fill="none" {stroke}/>')  # fmt: skip
-        r = max(3.0, min(7.0, dy / 2.5))
-        if n.score is not None:
-            look = f'fill="{score_colour((n.score - lo) / ((hi - lo) or 1))}" stroke="#333"'
-            result = f"{n.raw_score:.6g}"
-        elif n.status == "pending":
-            look, result = 'fill="#fff" stroke="#888" stroke-dasharray="2 2"', "pending"
+            px += 8
+            stroke = (
+                f'stroke="{BEST}" stroke-width="3"' if n.id in on_path else 'stroke="#aaa" stroke-width="1"'
+            )
+            edges.append(f'<path d="M{px:.1f},{py:.1f} C{px + dx / 3:.1f},{py:.1f} {x - dx / 2:.1f},{y:.1f} {x - 8:.1f},{y:.1f}" fill="none" {stroke}/>')  # fmt: skip
+        v = verdict(n, seed)
+        if v == "invalid":
+            look = f'fill="#fff" stroke="{INVALID}" stroke-width="2"'
+            mark = f'<path d="M{x - 4:.1f},{y - 4:.1f}l8,8m0,-8l-8,8" stroke="{INVALID}" stroke-width="2"/>'
+        elif v == "pending":
+            look, mark = 'fill="#fff" stroke="#888" stroke-dasharray="2 2"', ""
         else:
-            look, result = 'fill="#fff" stroke="#b00" stroke-width="2"', f"{n.status}: {n.reason[:100]}"
-        ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r + 4:.1f}" fill="none" stroke="{BEST}" stroke-width="2"/>' if n.id == best else ""  # fmt: skip
+            look, mark = f'fill="{shade(n, seed, lo, hi)}" stroke="#333"', ""
+        result = f"{n.raw_score:.4g}" if n.score is not None else ("pending" if v == "pending" else n.status)
+        ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="11" fill="none" stroke="{BEST}" stroke-width="2"/>' if n.id == best else ""  # fmt: skip
         tip = f"node {n.id}" + (f" ← {n.parent}" if n.parent is not None else " (seed)")
-        tip += f" · round {n.round} · {result}" + (f" · {n.hypothesis[:120]}" if n.hypothesis else "")
+        tip += f" · round {n.round} · {result} ({v})" + (f" · {n.hypothesis[:160]}" if n.hypothesis else "")
+        colour = INVALID if v == "invalid" else "#222"
         marks.append(
-            f'<g class="node" data-node="{n.id}" data-status="{n.status}"><a href="#node-{n.id}">{ring}'
-            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" {look}/><title>{_e(tip)}</title></a></g>'
+            f'<g class="node" data-node="{n.id}" data-status="{n.status}" data-verdict="{v}">'
+            f'<a href="#node-{n.id}">{ring}<circle class="dot" cx="{x:.1f}" cy="{y:.1f}" r="7" {look}/>{mark}'
+            f'<text x="{x + 13:.1f}" y="{y + 4:.1f}" fill="{colour}"><tspan font-weight="bold">{n.id}</tspan>'
+            f' <tspan class="score">{_e(result)}</tspan> <tspan class="move">{_e(move_label(n.hypothesis))}</tspan>'
+            f"</text><title>{_e(tip)}</title></a></g>"
         )
     return (
         f'<svg class="tree" width="{width}" height="{height}" role="img" aria-label="search tree">'
