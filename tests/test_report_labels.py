@@ -65,7 +65,7 @@ def test_tree_nodes_are_labelled_and_each_has_a_panel():
                      r'<tspan class="move">increase DEGREE</tspan>', page)  # fmt: skip
     panel = page[page.index('id="node-2"') : page.index('id="node-3"')]
     assert "worse than the seed" in panel and "increase DEGREE to fit curvature" in panel
-    assert '<span class="add">+DEGREE = 3</span>' in panel and "<td>rmse</td>" in panel
+    assert '<span class="add">+DEGREE = 3</span>' in panel and "<td>rmse</td><td>4.96</td>" in panel
     assert 'class="node-panel open" id="node-3"' in page  # the best node's panel starts open
 
 

@@ -28,7 +28,7 @@ from arts.search.report.labels import move_label, verdict
 from arts.search.report.panel import CSS as PANEL_CSS
 from arts.search.report.panel import SCRIPT, WORDS, node_panels
 from arts.search.report.plots import Series, line_chart, tree_svg
-from arts.search.report.space import grounder, space_sections
+from arts.search.report.space import grounder, model_text, space_sections
 from arts.search.state import SearchState
 
 if TYPE_CHECKING:
@@ -42,21 +42,10 @@ td,th{border-bottom:1px solid #ddd;padding:3px 6px;text-align:left;vertical-alig
 svg text{font-size:11px;fill:#333}.said{border-left:3px solid #bbb;padding-left:8px;color:#444}
 .said:before{content:"model's words";display:block;font-size:11px;color:#888}
 .r-better{color:#070}.r-worse{color:#b00}.r-invalid{color:#8b0000}.r-same{color:#666}
-details.model>summary{cursor:pointer;color:#555}details.model>summary b{color:#7a4b00}.figure{padding:8px 12px;border:1px solid #eee}
+details.model>summary{cursor:pointer;color:#555}details.model>summary h2{display:inline}details.model>summary b{color:#7a4b00}.figure{padding:8px 12px;border:1px solid #eee}
 h4{margin:8px 0 2px;font-size:13px;color:#555}.status{padding:6px 10px;background:#f4f4f4}
 .running{background:#fff4d6}pre.diff{font-size:12px;background:#fafafa;padding:6px;overflow-x:auto}
 .add{color:#070}.del{color:#b00}.hunk{color:#888}details{margin:2px 0}"""
-
-MODEL = "<b>model-written</b>"
-"""The mark on every collapsed section of the model's free text."""
-
-
-def model_text(title: str, body: str, count: int) -> str:
-    """A section of the model's free text: collapsed, its summary saying whose words they are."""
-    return (
-        f'<details class="model"><summary><h2 style="display:inline">{_e(title)}</h2> · {MODEL}'
-        f" ({count}, click to read)</summary>{body}</details>"
-    )
 
 
 def _e(x: object) -> str:

@@ -96,7 +96,7 @@ def node_panel(
         result = f"<p><b>{_fmt(n.raw_score)}</b>{delta}</p>"
     else:
         result = f"<p>{_e(n.status)}: {_e(n.reason[:600])}</p>" if n.reason else f"<p>{_e(n.status)}</p>"
-    metrics = "".join(f"<tr><td>{_e(k)}</td><td>{_e(_fmt(x) if isinstance(x, float) else x)}</td></tr>"
+    metrics = "".join(f"<tr class=\"metric\"><td>{_e(k)}</td><td>{_e(_fmt(x) if isinstance(x, float) else x)}</td></tr>"
                       for k, x in list(n.metrics.items())[:30])  # fmt: skip
     said = message or (n.reason if n.score is None else "")
     left = (

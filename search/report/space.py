@@ -25,6 +25,18 @@ def _fmt(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
+MODEL = "<b>model-written</b>"
+"""The mark on every collapsed section of the model's free text."""
+
+
+def model_text(title: str, body: str, count: int) -> str:
+    """A section of the model's free text: collapsed, its summary saying whose words they are."""
+    return (
+        f'<details class="model"><summary><h2>{_e(title)}</h2> · {MODEL}'
+        f" ({count}, click to read)</summary>{body}</details>"
+    )
+
+
 def hypothesis_map(state: SearchState) -> str:
     """Axes and regions with how many hypotheses each holds, their nodes and the best result there."""
     cells: dict[tuple[str, str], list] = {}
@@ -45,7 +57,7 @@ def hypothesis_map(state: SearchState) -> str:
 
 
 def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> list[str]:
-    """The hypothesis map, hypotheses with their standing, observations with their relations, and routing
+    """The hypothesis map (open: its numbers are the store's), and, collapsed as the model's text, hypotheses with their standing, observations with their relations, and routing
     decisions. On an optimize task the harness writes the execution observations (what a node measured);
     everything else here is the model's."""
     parts = []
@@ -61,10 +73,11 @@ def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> l
                 f"<td>+{t.confirmed.support} −{t.confirmed.oppose} (provisional +{t.provisional.support} "
                 f"−{t.provisional.oppose})</td></tr>"
             )
-        parts.append(
-            "<h2>Hypotheses</h2><p>The model's, grounded against the store.</p><table><tr><th>id</th><th>axis / region</th>"
+        table = (
+            "<p>The model's, grounded against the store.</p><table><tr><th>id</th><th>axis / region</th>"
             f"<th>hypothesis</th><th>status</th><th>nodes</th><th>evidence (confirmed)</th></tr>{''.join(rows)}</table>"
         )
+        parts.append(model_text("Hypotheses", table, len(rows)))
     if state.observations:
         harness = any(n.raw_score is not None and n.parent is not None for n in state.nodes.values())
         rel: dict[int, list[str]] = {}
@@ -80,10 +93,12 @@ def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> l
                 f"<td>{'provisional' if o.provisional else f'confirmed ({o.times_seen}x)'}</td>"
                 f"<td>{_e(', '.join(rel.get(o.id, [])))}</td></tr>"
             )
-        parts.append(
-            "<h2>Observations</h2><table><tr><th>id</th><th>source</th><th>region</th><th>observation</th>"
+        table = (
+            "<p>The model's words, except those marked (harness): what the harness measured.</p><table><tr>"
+            "<th>id</th><th>source</th><th>region</th><th>observation</th>"
             f"<th>state</th><th>evidence</th></tr>{''.join(rows)}</table>"
         )
+        parts.append(model_text("Observations", table, len(rows)))
     routes = [e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("decision")]
     if routes:
         rows = []
@@ -94,10 +109,11 @@ def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> l
                 f"<tr><td>{_e(r.get('round'))}</td><td>{_e(r.get('node'))}</td><td>{_e(d.get('action'))}</td>"
                 f"<td>{'yes' if d.get('clamped') else ''}</td><td>{g(cause, r.get('node'))}</td></tr>"
             )
-        parts.append(
-            "<h2>Failure attribution</h2><table><tr><th>round</th><th>node</th><th>action</th><th>clamped</th>"
+        table = (
+            "<table><tr><th>round</th><th>node</th><th>action</th><th>clamped</th>"
             f"<th>top cause (model's words)</th></tr>{''.join(rows)}</table>"
         )
+        parts.append(model_text("Failure attribution", table, len(rows)))
     return parts
 
 
