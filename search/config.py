@@ -303,7 +303,7 @@ def to_toml(cfg: SearchConfig) -> str:
         for k, v in obj.items():
             if v is None or isinstance(v, dict):
                 continue
-            lines.append(f"{k} = {_toml_value(v)}")
+            lines.append(f"{k} = {toml_value(v)}")
         for k, v in tables.items():
             lines.append(f"\n[{prefix}{k}]")
             emit(f"{prefix}{k}.", v)
@@ -312,11 +312,18 @@ def to_toml(cfg: SearchConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _toml_value(v: Any) -> str:
+def toml_value(v: Any) -> str:
+    """One value in TOML syntax (a string, number, bool, list or inline table)."""
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, float) and v != v:
+        return "nan"
+    if isinstance(v, float) and v in (float("inf"), float("-inf")):
+        return "inf" if v > 0 else "-inf"
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, list):
-        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+        return "[" + ", ".join(toml_value(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {toml_value(x)}" for k, x in v.items()) + "}"
     return json.dumps(str(v))

@@ -144,18 +144,52 @@ def test_the_help_lists_each_short_flag_once():
     assert "--executor {" not in run.stdout and "--evaluate-on {local,ray}" in run.stdout
 
 
-def test_config_show_prints_path_value_default_and_docstring(tmp_path, capsys):
-    assert main(["config", "show", "--set", "budget.evals=7"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    line = next(line for line in lines if line.startswith("budget.evals ="))
-    assert (
-        line == "budget.evals = 7  # default 20; Sandboxed evaluations (every executor validate call counts)."
-    )
-    assert "[budget]  # A run stops as soon as any budget is spent." in lines
-    assert any(line.startswith("ttt.grpo.lr = ") for line in lines)
-    (tmp_path / "c.toml").write_text("[scientist]\ntail_depth = 2\n")
+def test_config_show_prints_toml_that_config_takes_back_unchanged(tmp_path, capsys):
+    import tomllib
+
+    from arts.search.config import SearchConfig, load_config
+
+    assert main(["config", "show", "--set", "budget.evals=7", "--set", "scientist.tail_depth=2"]) == 0
+    shown = capsys.readouterr().out
+    data = tomllib.loads(shown)  # real TOML: no null, tables as [headers]
+    assert data["budget"]["evals"] == 7 and "null" not in shown
+    assert not any("." in key.split("=")[0] for key in shown.splitlines() if "=" in key and key[0] != "#")
+    (tmp_path / "c.toml").write_text(shown)
+    want = load_config(None, {"budget.evals": 7, "scientist.tail_depth": 2})
+    assert load_config(tmp_path / "c.toml", {}) == want != SearchConfig()
     assert main(["config", "show", "--config", str(tmp_path / "c.toml")]) == 0
-    assert "scientist.tail_depth = 2  # default 3; " in capsys.readouterr().out
+    assert capsys.readouterr().out == shown
+
+
+def test_config_show_comments_whole_docstrings_and_true_defaults(capsys):
+    from arts.search.config import SearchConfig
+
+    assert main(["config", "show"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    at_profile = lines.index('profile = "small"')  # `auto` resolves to small for the embedded model
+    assert lines[at_profile - 1] == '# default: "auto"'
+    assert lines[at_profile - 2].endswith("parameters.")  # the docstring's last words, nothing cut
+    doc = " ".join(SearchConfig.model_fields["profile"].description.split())
+    comment = " ".join(line.removeprefix("# ") for line in lines[at_profile - 6 : at_profile - 1])
+    assert doc in comment
+    assert "# [scientist_model.pricing]" in lines  # unset: a header would make it a table of zeros
+    assert any(line.startswith("# default: 320 (under the capable profile: ") for line in lines)
+
+
+def test_version_prints_the_package_version(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"arts {version('arts')}"
+
+
+def test_config_show_into_a_closed_pipe_ends_without_a_traceback():
+    run = subprocess.run(
+        f"{sys.executable} -m arts.search.cli config show | head -1",
+        shell=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.stdout.startswith("# ") and "Traceback" not in run.stderr and "Error" not in run.stderr
 
 
 def test_every_config_model_reads_its_field_docstrings():

@@ -19,9 +19,11 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import version
 from typing import Any
 
 from arts.search.bench.cli import add_parser as add_bench_parser
+from arts.search.cli.config_show import cmd_config_show
 from arts.search.cli.flags import add_field_flags, add_renamed
 from arts.search.cli.runs import (
     cmd_credit,
@@ -34,7 +36,7 @@ from arts.search.cli.runs import (
     cmd_train,
     serve_flags,
 )
-from arts.search.cli.search import cmd_config_show, cmd_search
+from arts.search.cli.search import cmd_search
 from arts.search.cli.tasks import cmd_eval, cmd_tasks_check, cmd_tasks_list, cmd_tasks_show
 
 
@@ -62,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="arts", description="Automated discovery with a test-time-trained scientist."
     )
+    p.add_argument("--version", action="version", version=f"arts {version('arts')}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_LazyParser)
     _task_parsers(sub)
     _search_parsers(sub)

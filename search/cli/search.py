@@ -8,13 +8,12 @@ modules are imported inside the functions, so that importing this one stays chea
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from arts.search.cli.flags import EXECUTOR_FOLLOWS, FIELD_DEST, SHORT_DEST, at, config_fields, doc
+from arts.search.cli.flags import EXECUTOR_FOLLOWS, FIELD_DEST, SHORT_DEST
 
 if TYPE_CHECKING:
     from arts.search.config import SearchConfig
@@ -185,19 +184,4 @@ def _result(summary: dict, console: Any) -> int:
             file=sys.stderr,
         )
         return 1
-    return 0
-
-
-def cmd_config_show(args: argparse.Namespace) -> int:
-    from arts.search.config import SearchConfig
-
-    cfg, defaults = load(args.config, set_items(args.set)), SearchConfig()
-    values, default_values = cfg.model_dump(mode="json"), defaults.model_dump(mode="json")
-    for path, info, sub in config_fields(SearchConfig):
-        text = doc(info, sub)
-        if sub is not None:  # a table: its fields follow
-            print(f"\n[{path}]" + (f"  # {text}" if text else ""))
-            continue
-        value, default = json.dumps(at(values, path)), json.dumps(at(default_values, path))
-        print(f"{path} = {value}  # default {default}" + (f"; {text}" if text else ""))
     return 0
