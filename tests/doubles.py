@@ -393,6 +393,28 @@ def tree(n: int, seed: int = 0) -> SearchState:
 # ---- scripted backends --------------------------------------------------------------------------------
 
 
+def minimise_state() -> SearchState:
+    """The store of a minimise task's run (it keeps score = -raw): seed 2.65, a worse 4.96, a better 2.61 and
+    a failure, with an audit and a memory line (the report's tests)."""
+    from arts.search.state import Insight, Node, SearchState
+
+    code = "DEGREE = 2\n"
+    nodes = {
+        1: Node(id=1, status="seed", score=-2.65, raw_score=2.65, files={"model.py": code}),
+        2: Node(id=2, parent=1, round=1, status="valid", score=-4.96, raw_score=4.96, metrics={"rmse": 4.96},
+                files={"model.py": "DEGREE = 3\n"}, hypothesis="increase DEGREE to fit curvature"),
+        3: Node(id=3, parent=1, round=1, status="valid", score=-2.61, raw_score=2.61,
+                files={"model.py": "DEGREE = 1\n"}, hypothesis="decrease DEGREE"),
+        4: Node(id=4, parent=2, round=2, status="invalid", reason="evaluator: the candidate crashed",
+                files={"model.py": "DEGREE = -1\n"}, hypothesis="decrease DEGREE a lot"),
+    }  # fmt: skip
+    insights = {
+        1: Insight(id=1, kind="audit", text="metric: mammal"),
+        2: Insight(id=2, kind="memory", node=2, text="raising DEGREE hurt"),
+    }
+    return SearchState(nodes=nodes, insights=insights, meta={"round": 2})
+
+
 class ScriptedBackend:
     """Returns pre-written answers in order (validated against the call's schema), recording each call.
     Only for harness tests: it says nothing about what a model can do."""

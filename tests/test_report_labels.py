@@ -8,7 +8,7 @@ import re
 from arts.search.report.html import render_report
 from arts.search.report.labels import move_label, verdict
 from arts.search.report.plots import Series, line_chart
-from arts.search.state import Insight, Node, SearchState
+from tests.doubles import minimise_state
 
 
 def test_move_labels_name_the_verb_and_the_target():
@@ -25,25 +25,6 @@ def test_move_labels_name_the_verb_and_the_target():
     )
     assert move_label("") == "seed" and move_label("random mutation") == "random mutation"
     assert len(move_label("a very long free hypothesis " * 5)) <= 30
-
-
-def minimise_state() -> SearchState:
-    """A minimise task (the store keeps score = -raw): seed 2.65, a worse 4.96, a better 2.61, a failure."""
-    code = "DEGREE = 2\n"
-    nodes = {
-        1: Node(id=1, status="seed", score=-2.65, raw_score=2.65, files={"model.py": code}),
-        2: Node(id=2, parent=1, round=1, status="valid", score=-4.96, raw_score=4.96, metrics={"rmse": 4.96},
-                files={"model.py": "DEGREE = 3\n"}, hypothesis="increase DEGREE to fit curvature"),
-        3: Node(id=3, parent=1, round=1, status="valid", score=-2.61, raw_score=2.61,
-                files={"model.py": "DEGREE = 1\n"}, hypothesis="decrease DEGREE"),
-        4: Node(id=4, parent=2, round=2, status="invalid", reason="evaluator: the candidate crashed",
-                files={"model.py": "DEGREE = -1\n"}, hypothesis="decrease DEGREE a lot"),
-    }  # fmt: skip
-    insights = {
-        1: Insight(id=1, kind="audit", text="metric: mammal"),
-        2: Insight(id=2, kind="memory", node=2, text="raising DEGREE hurt"),
-    }
-    return SearchState(nodes=nodes, insights=insights, meta={"round": 2})
 
 
 def test_a_worse_node_on_a_minimise_task_is_worse_not_green():
