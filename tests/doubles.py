@@ -390,9 +390,6 @@ def tree(n: int, seed: int = 0) -> SearchState:
     return s
 
 
-# ---- scripted backends --------------------------------------------------------------------------------
-
-
 def minimise_state() -> SearchState:
     """The store of a minimise task's run (it keeps score = -raw): seed 2.65, a worse 4.96, a better 2.61 and
     a failure, with an audit and a memory line (the report's tests)."""
@@ -413,6 +410,9 @@ def minimise_state() -> SearchState:
         2: Insight(id=2, kind="memory", node=2, text="raising DEGREE hurt"),
     }
     return SearchState(nodes=nodes, insights=insights, meta={"round": 2})
+
+
+# ---- scripted backends --------------------------------------------------------------------------------
 
 
 class ScriptedBackend:
