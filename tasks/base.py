@@ -1,6 +1,6 @@
 """The task contract: what a task directory holds, how it is loaded and checked, and what an evaluation returns.
 
-A task is a directory with `task.toml` (see DESIGN.md). Built-in tasks and users' own directories go
+A task is a directory with `task.toml` (see docs/tasks.md). Built-in tasks and users' own directories go
 through the same loader, so a user task gets exactly the checks a built-in one does. Every error names
 the file, the field and the fix. This module reads files only; running anything is the sandbox's (`tasks.evaluate`).
 
@@ -32,7 +32,7 @@ from pydantic import (
 
 from arts.tasks.hidden import GENERATOR, HiddenBuildError, hidden_root
 from arts.tasks.probe import ProbeConfig
-from arts.tasks.problems import field_problems, links_out, not_utf8, schema_problems
+from arts.tasks.problems import field_problems, links_out, not_utf8, schema_problems, shown_and_hidden, under
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -318,9 +318,7 @@ def load_task(path: str | Path) -> Task:
             f"{root}: no such task directory; give a built-in task name (`arts tasks list`) or a directory"
         )
     if not toml_path.is_file():
-        raise TaskError(
-            f"{toml_path}: missing; a task directory needs a task.toml (see DESIGN.md, 'The task contract')"
-        )
+        raise TaskError(f"{toml_path}: missing; a task directory needs a task.toml (see docs/tasks.md)")
     try:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as e:
@@ -352,6 +350,7 @@ def load_task(path: str | Path) -> Task:
                 problems.append(
                     f"  field '{key}': {entry!r} not found in {root}; create it or remove it from the list"
                 )
+    problems += shown_and_hidden(config)
     for key in ("evaluate", "test"):
         cmd = getattr(config, key)
         if cmd is None:
@@ -365,9 +364,7 @@ def load_task(path: str | Path) -> Task:
                 problems.append(
                     f"  field '{key}.command': script {arg!r} not found in {root}; create it or fix the path"
                 )
-            elif key == "evaluate" and any(
-                arg == h or arg.startswith(h.rstrip("/") + "/") for h in config.hidden
-            ):
+            elif key == "evaluate" and under(arg, config.hidden) and not under(arg, config.material):
                 problems.append(
                     f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material"
                 )

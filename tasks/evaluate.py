@@ -118,7 +118,9 @@ def _read_result(raw: bytes | str, require_score: bool) -> dict | str:
         if not math.isfinite(score):
             return "non-finite score"
     if valid and score is None and require_score:
-        return "valid=true but score is null"
+        others = sorted(set(data) - {"valid", "score", "metrics", "message"})
+        hint = f" (it has {', '.join(map(repr, others))}: is one of them meant as 'score'?)" if others else ""
+        return f"valid=true but score is null; write the score under the key 'score'{hint}"
     return {"valid": valid, "score": score, "metrics": metrics, "message": printable(message[:4000])}
 
 

@@ -107,3 +107,21 @@ def schema_problems(root: Path, rel: str) -> list[str]:
             " (answer.json is one JSON object); fix the schema"
         ]
     return []
+
+
+def under(path: str, entries: list[str]) -> bool:
+    """Whether `path` is one of `entries` or inside one of them (a folder entry)."""
+    return any(path.rstrip("/") == e.rstrip("/") or path.startswith(e.rstrip("/") + "/") for e in entries)
+
+
+def shown_and_hidden(config: TaskConfig) -> list[str]:
+    """A hidden entry that is also material, or holds or lies in a material entry: the search cannot both
+    see it and not see it."""
+    problems = []
+    for h in config.hidden:
+        if both := [m for m in config.material if under(m, [h]) or under(h, [m])]:
+            problems.append(
+                f"  field 'hidden': {h!r} is also material ({', '.join(map(repr, both))}); a file is either "
+                "shown to the search (material) or kept from it (hidden): remove it from one of the lists"
+            )
+    return problems

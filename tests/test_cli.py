@@ -36,11 +36,40 @@ def test_tasks_show_prints_statement_files_and_metric(capsys):
 
 
 def test_tasks_check_accepts_a_good_dir_and_rejects_a_broken_one(tmp_path, capsys):
-    assert main(["tasks", "check", str(write_task(tmp_path / "good"))]) == 0
+    assert main(["tasks", "check", "--no-run", str(write_task(tmp_path / "good"))]) == 0
     bad = write_task(tmp_path / "bad")
     (bad / "task.toml").write_text((bad / "task.toml").read_text().replace('"maximize"', '"upwards"'))
     assert main(["tasks", "check", str(bad)]) == 1
     assert "field 'metric.direction'" in capsys.readouterr().err
+
+
+def test_tasks_check_evaluates_the_seed_once(tmp_path, capsys):
+    assert main(["tasks", "check", str(make_task(tmp_path / "toy"))]) == 0
+    assert "seed evaluated: neg_sq_err = -4" in capsys.readouterr().out
+
+
+def test_tasks_check_fails_an_evaluator_that_misspells_score_as_arts_eval_does(tmp_path, capsys):
+    root = make_task(tmp_path / "toy")
+    (root / "evaluate.py").write_text((root / "evaluate.py").read_text().replace('{"score"', '{"scor"'))
+    assert main(["eval", str(root)]) == 1
+    said = capsys.readouterr().out
+    assert "valid=true but score is null" in said and "'scor'" in said
+    assert main(["tasks", "check", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert said.split("INVALID: ")[1].split("]")[0] in err and "arts eval" in err
+    assert main(["tasks", "check", "--no-run", str(root)]) == 0  # the folder itself is fine
+
+
+def test_tasks_check_names_a_folder_both_material_and_hidden(tmp_path, capsys):
+    root = make_task(tmp_path / "toy")
+    (root / "grader").mkdir()
+    (root / "evaluate.py").rename(root / "grader" / "evaluate.py")
+    toml = (root / "task.toml").read_text().replace('"evaluate.py"', '"grader/evaluate.py"')
+    toml = toml.replace('material = ["grader/evaluate.py"]', 'material = ["grader/"]\nhidden = ["grader/"]')
+    (root / "task.toml").write_text(toml)
+    assert main(["tasks", "check", str(root)]) == 1
+    err = capsys.readouterr().err
+    assert "'grader/' is also material ('grader/')" in err and "move it to material" not in err
 
 
 def test_eval_json_reports_the_recorded_baseline(capsys):
@@ -230,7 +259,7 @@ def test_help_and_tasks_import_no_model_code(argv, shows):
 
 
 def test_tasks_check_imports_no_model_code(tmp_path):
-    argv = ["tasks", "check", str(write_task(tmp_path / "t"))]
+    argv = ["tasks", "check", str(make_task(tmp_path / "t"))]
     run = subprocess.run([sys.executable, "-c", FAST, *argv], capture_output=True, text=True, timeout=60)
     assert "ok" in run.stdout and run.stdout.strip().endswith("heavy: []"), run.stdout + run.stderr
 

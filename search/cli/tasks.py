@@ -12,6 +12,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from arts.tasks.base import Task
 
 
 def _fmt(x: float | None) -> str:
@@ -63,6 +67,9 @@ def cmd_tasks_show(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks_check(args: argparse.Namespace) -> int:
+    """The task folder's checks, then (unless --no-run) one evaluation of the seed program, as the search's
+    first node would meet it: an evaluator that writes a wrong result fails here with the reason `arts eval`
+    gives, not as a whole budget of invalid nodes."""
     from arts.tasks.base import TaskError, load_task
 
     try:
@@ -77,7 +84,28 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     else:
         seed = "seedless (first nodes are drafts)"
     print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
-    return 0
+    if args.no_run or task.seedless or task.config.evaluate is None:
+        return 0
+    return _check_seed(task)
+
+
+def _check_seed(task: Task) -> int:
+    from arts.tasks.evaluate import run_evaluation
+
+    with tempfile.TemporaryDirectory(prefix="arts-check-") as tmp:
+        res = run_evaluation(task, task.seed_files(), Path(tmp) / "work")
+    metric = task.config.metric.name if task.config.metric else "score"
+    if res.valid:
+        print(f"seed evaluated: {metric} = {_fmt(res.score)}  ({res.wall_s:.2f}s)")
+        return 0
+    evaluator = " ".join(task.config.evaluate.command)
+    print(
+        f"{task.root / 'task.toml'}: the seed program is invalid: {res.reason}\n"
+        f"  every node of a search would meet this: fix the seed or the evaluator ({evaluator}); "
+        f"`arts eval {task.root}` shows it again (docs/tasks.md: the result protocol)",
+        file=sys.stderr,
+    )
+    return 1
 
 
 def _read_overlay(task_files: list[str], overlay: Path) -> dict[str, str]:
