@@ -140,13 +140,17 @@ def _layout(nodes: dict[int, Node]) -> dict[int, tuple[int, float]]:
     return pos
 
 
+def _result(n: Node) -> str:
+    return f"{n.raw_score:.4g}" if n.score is not None else n.status
+
+
 def tree_svg(nodes: dict[int, Node], best: int | None) -> str:
     """The search tree (see the module docstring for the encoding)."""
     if not nodes:
         return "<p>No node yet.</p>"
     pos = _layout(nodes)
     rows = max(r for _, r in pos.values()) + 1
-    dx, dy = 245.0, 24.0
+    dx, dy = 280.0, 24.0
     width = int(40 + max(d for d, _ in pos.values()) * dx + 250)
     height = int(rows * dy + 16)
     seed = next((n for n in nodes.values() if n.parent is None), None)
@@ -162,16 +166,19 @@ def tree_svg(nodes: dict[int, Node], best: int | None) -> str:
         d, r = pos[nid]
         return 16 + d * dx, 14 + r * dy
 
+    texts = {n.id: (_result(n), move_label(n.hypothesis)) for n in nodes.values()}
     edges, marks = [], []
     for n in sorted(nodes.values(), key=lambda n: n.id):
         x, y = xy(n.id)
         if n.parent in nodes:
             px, py = xy(n.parent)
-            px += 8
+            # from the end of the parent's label (about 6.3 px a character), so no edge runs through it
+            px = min(px + 16 + 6.3 * len(f"{n.parent} {' '.join(texts[n.parent])}"), x - 40)
             stroke = (
                 f'stroke="{BEST}" stroke-width="3"' if n.id in on_path else 'stroke="#aaa" stroke-width="1"'
             )
-            edges.append(f'<path d="M{px:.1f},{py:.1f} C{px + dx / 3:.1f},{py:.1f} {x - dx / 2:.1f},{y:.1f} {x - 8:.1f},{y:.1f}" fill="none" {stroke}/>')  # fmt: skip
+            mid = (px + x - 8) / 2
+            edges.append(f'<path d="M{px:.1f},{py:.1f} C{mid:.1f},{py:.1f} {mid:.1f},{y:.1f} {x - 8:.1f},{y:.1f}" fill="none" {stroke}/>')  # fmt: skip
         v = verdict(n, seed)
         if v == "invalid":
             look = f'fill="#fff" stroke="{INVALID}" stroke-width="2"'
@@ -180,7 +187,7 @@ def tree_svg(nodes: dict[int, Node], best: int | None) -> str:
             look, mark = 'fill="#fff" stroke="#888" stroke-dasharray="2 2"', ""
         else:
             look, mark = f'fill="{shade(n, seed, lo, hi)}" stroke="#333"', ""
-        result = f"{n.raw_score:.4g}" if n.score is not None else ("pending" if v == "pending" else n.status)
+        result, move = texts[n.id]
         ring = f'<circle cx="{x:.1f}" cy="{y:.1f}" r="11" fill="none" stroke="{BEST}" stroke-width="2"/>' if n.id == best else ""  # fmt: skip
         tip = f"node {n.id}" + (f" ← {n.parent}" if n.parent is not None else " (seed)")
         tip += f" · round {n.round} · {result} ({v})" + (f" · {n.hypothesis[:160]}" if n.hypothesis else "")
@@ -189,7 +196,7 @@ def tree_svg(nodes: dict[int, Node], best: int | None) -> str:
             f'<g class="node" data-node="{n.id}" data-status="{n.status}" data-verdict="{v}">'
             f'<a href="#node-{n.id}">{ring}<circle class="dot" cx="{x:.1f}" cy="{y:.1f}" r="7" {look}/>{mark}'
             f'<text x="{x + 13:.1f}" y="{y + 4:.1f}" fill="{colour}"><tspan font-weight="bold">{n.id}</tspan>'
-            f' <tspan class="score">{_e(result)}</tspan> <tspan class="move">{_e(move_label(n.hypothesis))}</tspan>'
+            f' <tspan class="score">{_e(result)}</tspan> <tspan class="move">{_e(move)}</tspan>'
             f"</text><title>{_e(tip)}</title></a></g>"
         )
     return (
