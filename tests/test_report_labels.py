@@ -65,3 +65,6 @@ def test_a_chart_of_one_point_is_said_not_drawn_and_a_flat_one_keeps_a_tight_axi
     flat = line_chart([Series("s", [(1.0, 0.5), (2.0, 0.5)])], "update", "reward", integer_x=True)
     labels = [float(t) for t in re.findall(r'text-anchor="end">([-\d.e]+)</text>', flat)]
     assert min(labels) >= 0.4 and max(labels) <= 0.6, labels
+    zero = line_chart([Series("kl", [(1.0, 0.0), (2.0, 0.0)])], "update", "KL", integer_x=True)
+    labels = [float(t) for t in re.findall(r'text-anchor="end">([-\d.e]+)</text>', zero)]
+    assert -0.1 <= min(labels) and max(labels) <= 0.1, labels

@@ -6,11 +6,12 @@ best path marked, failed nodes visible; beside it one node panel (a click on a n
 hypothesis, the diff against the parent, the metrics and the evaluator's message, read from the node's
 `result.json` where the run directory has it); best-so-far against evaluations and against seconds, the
 hypothesis map, the TTT updates (reward, KL, clipping) and the isolation the sandbox ran with. Without
-scripts the panels still open (CSS `:target`). Every number in
-a table comes from the store. Text the model wrote is escaped, grounded (`search.report.grounding`: numbers no
-measurement backs are redacted, methods the code does not use are marked) and shown as the model's
-words, never as a result, and collapsed (`<details>`) under a "model-written" mark; text the harness wrote (its observations of what a node measured, failure
-reasons) is shown as written.
+scripts the panels still open (CSS `:target`). Every number in a table comes from the store.
+
+Text the model wrote is escaped, grounded (`search.report.grounding`: numbers no measurement backs are
+redacted, methods the code does not use are marked), shown as the model's words, never as a result, and
+collapsed (`<details>`) under a "model-written" mark; text the harness wrote (its observations of what a
+node measured, failure reasons, a baseline's edit) is shown as written.
 
 It is rewritten after every round (`live_update`), so it can be opened while a search runs; a running
 run's page reloads itself every 30 s. `arts report RUN` writes it for any run, also a killed one.

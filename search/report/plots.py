@@ -114,7 +114,7 @@ def line_chart(
 
 def _span(values: list[float]) -> tuple[float, float]:
     lo, hi = min(values), max(values)
-    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 1.0
+    pad = (hi - lo) * 0.05 or abs(hi) * 0.05 or 0.05  # all zero: a narrow band, not -1..1
     return lo - pad, hi + pad
 
 
