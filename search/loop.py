@@ -21,6 +21,8 @@ AUDIT_ECHO_CHARS = 80
 
 def run_search(run: Run, method: Method) -> dict:
     run.lab.close_interrupted()
+    # the meter's start, earlier runs' wall time included: `arts status` reads a live run's wall from it
+    run.ledger.set_meta("wall_t0", run.meter.t0)
     run.lab.ensure_root()
     if method.uses_model and run.cfg.components.audit:
         audit(run)

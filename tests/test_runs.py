@@ -119,3 +119,35 @@ def test_reading_a_run_does_not_make_it_look_recent(killed_run, capsys):
         assert main(["runs", str(run.parent)]) == 0
     line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("live "))
     assert line.split()[-1] == "2h", line
+
+
+def test_status_counts_a_live_runs_wall_time_up_to_now(killed_run, capsys):
+    run, _ = killed_run
+    with Store.open_readonly(run) as store:
+        stored = float(store.load_state().meta.get("wall_s", 0.0))  # written as each round ends
+    time.sleep(1.5)
+    with Store.open(run, create=False):  # the run is live again: its wall keeps counting
+        assert main(["status", str(run)]) == 0
+    wall = int(re.search(r"wall (\d+)s", capsys.readouterr().out).group(1))
+    assert wall >= stored + 1
+
+
+def test_runs_names_a_user_task_by_its_name_not_its_folder(tmp_path, capsys):
+    from tests.doubles import make_task
+
+    task = make_task(tmp_path / "mytask")
+    argv = [
+        "search",
+        str(task),
+        "--method",
+        "mutate",
+        "--evals",
+        "2",
+        "--run-dir",
+        str(tmp_path / "runs" / "r"),
+    ]
+    assert main([*argv, "-q"]) == 0
+    capsys.readouterr()
+    assert main(["runs", str(tmp_path / "runs")]) == 0
+    line = next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("r "))
+    assert line.split()[1] == "toy-quadratic", line

@@ -109,11 +109,21 @@ def last_write(run_dir: Path) -> float:
     return max(times, default=0.0)
 
 
+def _task_name(task: str) -> str:
+    """The name in a task folder's task.toml, as the run's header says it; a built-in task is stored by
+    name, and a folder that is gone or unreadable is shown by its folder name."""
+    try:
+        name = tomllib.loads((Path(task) / "task.toml").read_text()).get("name")
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        name = None
+    return name if isinstance(name, str) and name else Path(task).name
+
+
 def read_run(run_dir: Path, recent: int = 0) -> RunView:
     """One run's view; `recent` > 0 also reads its last nodes as lines."""
     run_dir = Path(run_dir)
     cfg = _config(run_dir)
-    view = RunView(run_dir, task=Path(str(cfg.get("task", "?"))).name, method=str(cfg.get("method", "?")))
+    view = RunView(run_dir, task=_task_name(str(cfg.get("task", "?"))), method=str(cfg.get("method", "?")))
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
     events = sorted(state.events.values(), key=lambda e: e.id)
@@ -124,7 +134,9 @@ def read_run(run_dir: Path, recent: int = 0) -> RunView:
     elif finish is not None and finish.id > max(starts, default=0):
         view.status, view.stopped = "finished", str(finish.payload.get("stopped_because", ""))
     view.round = int(state.meta.get("round", 0))
-    view.wall_s = float(state.meta.get("wall_s", 0.0))
+    view.wall_s = float(state.meta.get("wall_s", 0.0))  # written as each round ends
+    if view.status == "running" and "wall_t0" in state.meta:  # a live run: counted up to now
+        view.wall_s = time.time() - float(state.meta["wall_t0"])
     view.evals = sum(e.kind == "eval" for e in events)
     children = [n for n in state.nodes.values() if n.parent is not None]
     view.nodes, view.valid = len(children), sum(n.status == "valid" for n in children)
