@@ -109,7 +109,7 @@ def node_rows(state: SearchState) -> str:
         result = _fmt(n.raw_score) if n.score is not None else f"{n.status}: {n.reason[:120]}"
         rows.append(
             f'<tr><td><a href="#node-{n.id}">{n.id}</a></td><td>{"" if n.parent is None else n.parent}</td>'
-            f"<td>{n.round}</td><td>{_e(move_label(n.hypothesis))}</td>"
+            f"<td>{n.round}</td><td>{_e(move_label(n.hypothesis, 60))}</td>"
             f'<td class="r-{v}">{_e(result)}</td><td><span class="verdict v-{v}">{WORDS[v]}</span></td>'
             f"<td>{n.eval_s:.1f}</td></tr>"
         )

@@ -23,7 +23,7 @@ CSS = """.explore{display:grid;grid-template-columns:minmax(0,3fr) minmax(420px,
 .panels{position:sticky;top:8px;max-height:92vh;overflow:auto;border:1px solid #ccc;border-radius:4px}
 .node-panel{display:none;padding:8px 12px}.node-panel.open,.node-panel:target{display:block}
 .node-panel h3{margin:2px 0 6px;font-size:15px}.cols{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:12px}
-.verdict{display:inline-block;padding:1px 7px;border-radius:9px;font-size:12px;color:#fff}
+.verdict{display:inline-block;white-space:nowrap;padding:1px 7px;border-radius:9px;font-size:12px;color:#fff}
 .v-better{background:#1a9850}.v-worse{background:#d73027}.v-same{background:#888}.v-seed{background:#5b7fb8}
 .v-invalid{background:#8b0000}.v-pending{background:#aaa}.msg{white-space:pre-wrap;background:#f6f6f6;padding:4px 6px}
 g.node{cursor:pointer}g.node.sel .dot{stroke:#000;stroke-width:3}g.node:hover text{text-decoration:underline}
