@@ -32,7 +32,10 @@ def rollout_rows(state: SearchState, run_dir: str, cfg: SearchConfig | None) -> 
     from arts.training.offline import rollout_records
 
     reward = cfg.ttt.reward if cfg else RewardConfig()
-    model = cfg.scientist_model.model if cfg else None
+    from arts.training.export import PUBLISHED_EMBEDDED
+
+    # unset: the embedded model, by the id it is published under
+    model = (cfg.scientist_model.model or PUBLISHED_EMBEDDED) if cfg else None
     rollouts = [r.model_dump() for r in sorted(state.rollouts.values(), key=lambda r: r.id)]
     return rollout_records(rollouts, run_dir, model, computed_rewards(state, reward))
 

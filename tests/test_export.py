@@ -250,3 +250,20 @@ def test_a_baseline_run_has_no_rollouts_and_says_why(tmp_path, capsys):
         store.add(Node(status="seed", score=1.0, raw_score=1.0))
     assert main(["rollouts", "export", str(tmp_path / "run"), "--out", str(tmp_path / "d")]) == 2
     assert "mutate or greedy proposes none" in capsys.readouterr().err
+
+
+def test_the_cards_load_line_names_the_local_base_for_offline_use(run_dir, tiny_backend, tmp_path):
+    out = tmp_path / "named"
+    assert main(["export", str(run_dir), "--out", str(out), "--base-model", "org/tiny-model"]) == 0
+    load = next(line for line in (out / "README.md").read_text().splitlines() if line.startswith("Load: "))
+    assert "from_pretrained('org/tiny-model')" in load and f"give the base as '{tiny_backend.path}'" in load
+
+
+def test_rollouts_export_names_the_embedded_model_in_its_model_column(run_dir, tmp_path):
+    from arts.training.export import PUBLISHED_EMBEDDED
+
+    (run_dir / "config.toml").write_text(to_toml(SearchConfig(task="toy")))  # the default model
+    out = tmp_path / "data"
+    assert main(["rollouts", "export", str(run_dir), "--out", str(out), "--format", "jsonl"]) == 0
+    rows = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
+    assert rows and {row["model"] for row in rows} == {PUBLISHED_EMBEDDED}

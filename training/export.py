@@ -204,6 +204,9 @@ def model_card(adapter_dir: Path, k: int, info: RunInfo, merged: bool) -> str:
         f"vLLM: vllm serve {base} --enable-lora --max-lora-rank {max(16, int(config.get('r', 8)))} "
         "--lora-modules arts=path/to/this/folder"
     )
+    local = config["base_model_name_or_path"]
+    if not merged and local != base and Path(local).is_dir():  # the Hub id needs a network or a cache
+        load += f"; offline on the machine that trained it, give the base as '{local}'"
     return f"""---
 base_model: {base}
 library_name: {"transformers" if merged else "peft"}
