@@ -5,9 +5,9 @@ against the seed with the metrics and the evaluator's message on one side, its c
 parent on the other. Every node's panel is written into the page (hidden); the inline `SCRIPT` shows the
 clicked one without scrolling the page (a link from the node table scrolls to the panel), keeps the
 address (`#node-14`) so a link opens that node, and starts with the best node open. Without scripts, CSS
-`:target` opens a panel all the same. A
-page holds the panels of the last 400 nodes (each carries its diff); an older node's click opens none. A hypothesis a model proposed is the model's words (grounded, marked);
-a baseline's edit is the harness's and shown as written.
+`:target` opens a panel all the same. A page holds the panels of the last 400 nodes (each carries its
+diff); an older node's click opens none. A hypothesis a model proposed is the model's words (grounded,
+marked); a baseline's edit is the harness's and shown as written.
 """
 
 from __future__ import annotations
