@@ -413,3 +413,16 @@ def test_arts_ttt_runs_train_in_the_bench_and_each_update_is_reported(tmp_path, 
     assert runs.sought[0] == summary["observations"]["sources"].get("probe", 0)
     assert runs.sought[0] + runs.byproducts[0] == summary["observations"]["count"]
     assert "## Investigation (what the decisions changed)" in (out / "summary.md").read_text()
+
+
+def test_a_one_method_bench_prints_rounded_scores_and_no_empty_differences_table(tmp_path, capsys):
+    from arts.search.cli.main import main
+
+    out = tmp_path / "bench"
+    argv = ["bench", "--tasks", str(make_task(tmp_path / "task")), "--methods", "mutate", "--seeds", "1"]
+    assert main([*argv, "--evals", "3", "--out", str(out)]) == 0
+    done = next(line for line in capsys.readouterr().out.splitlines() if "/ mutate / seed" in line)
+    best = re.search(r"best (\S+)", done).group(1)
+    assert best == f"{float(best):.6g}", done
+    text = (out / "summary.md").read_text()
+    assert "One method (mutate): no pair to compare" in text and "| A − B |" not in text

@@ -112,13 +112,10 @@ def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) ->
     lines += table(
         ["method", "runs", "IQM [95% CI]", "optimality gap [95% CI]", "evals", "seconds", "tokens"], body
     )
-    lines += [
-        "",
-        "## Differences of IQM",
-        "",
-        "Over the tasks both methods ran; an interval above 0: A is better.",
-        "",
-    ]
+    lines += ["", "## Differences of IQM", ""]
+    if len(cfg.methods) < 2:
+        return lines + [f"One method ({cfg.methods[0]}): no pair to compare; add one to --methods."]
+    lines += ["Over the tasks both methods ran; an interval above 0: A is better.", ""]
     diffs = []
     for a, b in map(_oriented, combinations(cfg.methods, 2)):
         sa, sb = strata(rows, a, names), strata(rows, b, names)

@@ -98,7 +98,9 @@ def _done_line(job: Job, rc: int, seconds: float) -> str:
     s = final_summary(job.run_dir)
     if rc != 0 or s is None:
         return f"{head}: FAILED (exit {rc}); see {job.run_dir / LOG_FILE}"
-    return f"{head}: best {s['best']['score']}  {s['evals']} evals  {seconds:.0f}s"
+    best = s["best"]["score"]
+    best = f"{best:.6g}" if isinstance(best, (int, float)) else "-"
+    return f"{head}: best {best}  {s['evals']} evals  {seconds:.0f}s"
 
 
 def run_jobs(
