@@ -15,7 +15,8 @@ What it protects (kernel Landlock ABI >= 6; ABI 4-5 lack the two scopes, 1-3 the
   less the arts package (the built-ins' data and generators) and scikit-learn's bundled datasets (the
   built-ins' classification splits come from them); read and write only the child's own scratch
   directory, which the evaluator deletes when the child ends. So no working copy (data/train.npz, the
-  evaluator's files), no /proc, no /tmp, no /dev/shm: nothing from another fold, and no file that
+  evaluator's files), no /proc but the child's own entry and the machine's cpuinfo and meminfo (libraries
+  read them: threadpoolctl, which scikit-learn calls, reads /proc/self/maps), no /tmp, no /dev/shm: nothing from another fold, and no file that
   outlives the child.
 - Other processes: no signal to, no ptrace of (Landlock's own rule), no abstract unix socket of, any
   process outside this child's domain, so a daemon left by an earlier fold cannot be reached (and the
@@ -51,6 +52,8 @@ READ = EXECUTE | READ_FILE | READ_DIR
 FS_BITS = {1: 13, 2: 14, 3: 15, 4: 15, 5: 16}  # how many access bits each ABI handles (later: 16)
 SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/etc", "/sys/devices/system/cpu")
 DEVICES = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random")
+SYSTEM_INFO = ("/proc/cpuinfo", "/proc/meminfo")
+"""Read-only facts about the machine that numeric libraries size their thread pools and caches by."""
 # SysV IPC, POSIX message queues and keyrings, per architecture: state that outlives a process
 _PERSISTENT = {
     0xC000003E: (29, 64, 68, 240, 248, 249, 250),  # x86-64
@@ -141,6 +144,10 @@ def confine(scratch: Path) -> str:
     try:
         rules = readable(_roots(), hidden_from_candidates())
         rules += [(Path(d), READ_FILE | WRITE_FILE) for d in DEVICES] + [(scratch, handled)]
+        # its own /proc entry (threadpoolctl, which scikit-learn calls, reads /proc/self/maps), no other's
+        rules += [(Path(f"/proc/{os.getpid()}"), READ_FILE | READ_DIR)] + [
+            (Path(p), READ_FILE) for p in SYSTEM_INFO
+        ]
         for path, access in rules:
             with contextlib.suppress(OSError):
                 fd = os.open(path, os.O_PATH | os.O_CLOEXEC)

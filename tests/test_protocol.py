@@ -144,3 +144,27 @@ def test_hidden_files_are_built_outside_the_package_and_match_their_digests():
         assert task.config.hidden and not (task.root / "grader").exists(), name
         assert not task.hidden_root.is_relative_to(Path(sys.prefix).resolve()), name
         assert task.hidden_files() and all((task.hidden_root / p).is_file() for p in task.hidden_files())
+
+
+def test_a_confined_fold_may_read_its_own_proc_entry_and_no_other(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+):
+    """scikit-learn's thread-pool control reads /proc/self/maps: a k-nearest-neighbours candidate was
+    invalid ("Permission denied: '/proc/self/maps'") though nothing was wrong with it. Its own entry is
+    readable now; the sandbox's init (pid 1), which is not the candidate, stays out of reach."""
+    model = (BUILTIN_DIR / "friedman-regression" / "model.py").read_text()
+    model = model.replace(
+        "from sklearn.linear_model import LinearRegression",
+        "from sklearn.neighbors import KNeighborsRegressor",
+    )
+    model = model.replace("LinearRegression()", "KNeighborsRegressor()")
+    (tmp_path / "model.py").write_text(model)
+    assert main(["eval", "friedman-regression", "--files", str(tmp_path), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["score"] > 0, out
+    (tmp_path / "model.py").write_text(
+        model.replace("def build", "open('/proc/1/maps').read()\n\n\ndef build", 1)
+    )
+    main(["eval", "friedman-regression", "--files", str(tmp_path), "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert not out["valid"] and "Permission denied: '/proc/1/maps'" in out["message"], out
