@@ -63,7 +63,7 @@ What it does NOT protect against, at any level
 - A non-Python evaluate command: the launcher can neither make it non-dumpable across exec nor see when it
   writes result.json, so a candidate daemon may race it; its hidden files stay readable under [test].
 - An evaluator that imports or runs the candidate's code in its own process (the evaluator's design is the
-  guard there, DESIGN.md), kernel exploits and side channels; a machine without x86_64 or aarch64 runs
+  guard there, docs/tasks.md), kernel exploits and side channels; a machine without x86_64 or aarch64 runs
   without the seccomp filter.
 """
 

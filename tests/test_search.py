@@ -1,5 +1,5 @@
 """Harness tests of the round loop with a rule-following backend (it tests the loop, not any model),
-on a user task directory written from DESIGN.md's contract."""
+on a user task directory written from the task contract (docs/tasks.md)."""
 
 from __future__ import annotations
 
