@@ -366,7 +366,8 @@ def load_task(path: str | Path) -> Task:
                 )
             elif key == "evaluate" and under(arg, config.hidden) and not under(arg, config.material):
                 problems.append(
-                    f"  field 'evaluate.command': {arg!r} is hidden and absent during search; move it to material"
+                    f"  field 'evaluate.command': {arg!r} is hidden, so absent during the search; "
+                    "take it out of hidden and list it under material"
                 )
     problems += links_out(root, config)
     if config.answer is not None:

@@ -1,7 +1,7 @@
 """The package layout: imports point one way and form no cycle, every package is installed, and an installed
 copy works without the repository.
 
-DESIGN.md fixes the layering: `tasks` and `rewards` import nothing of the others, `policy` imports only
+The layering: `tasks` and `rewards` import nothing of the others, `policy` imports only
 `tasks`, `training` imports `policy` and `rewards`, `search` sits on top; the registry (NEUTRAL) is of no
 layer. Imports are read with `ast`, so an import inside a function counts as much as one at the top (it runs
 too, only later); an import under `if TYPE_CHECKING:` does not (it never runs). An import that goes through a package's namespace,
@@ -43,7 +43,7 @@ MAY_IMPORT = {
     "training": {"training", "policy", "rewards"},
     "search": set(PACKAGES),
 }
-"""What each package may import (DESIGN.md, "Packages")."""
+"""What each package may import."""
 NEUTRAL = {"arts.tasks.registry"}
 """Modules of no layer, which every package may import: each imports nothing of arts (checked), so importing
 one brings in no layer. The registry sits in `tasks` only because the installed layout has no other place."""
@@ -195,7 +195,7 @@ def test_imports_follow_the_layering():
         for target, where in sorted(edges.items(), key=lambda e: e[1])
         if target.split(".")[1] not in MAY_IMPORT[module.split(".")[1]] and target not in NEUTRAL
     ]
-    assert not wrong + bare, "imports against the layering (DESIGN.md, Packages):\n" + "\n".join(wrong + bare)
+    assert not wrong + bare, "imports against the layering (MAY_IMPORT):\n" + "\n".join(wrong + bare)
 
 
 def test_the_neutral_modules_import_nothing_of_arts():
