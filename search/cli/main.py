@@ -114,7 +114,8 @@ def _search_parsers(sub: Any) -> None:
 
     co = sub.add_parser("config", help="the search config").add_subparsers(dest="config_cmd", required=True)
     cs = co.add_parser(
-        "show", help="every field: its path, value (after --config/--set), default and docstring"
+        "show",
+        help="the config (after --config/--set) as TOML that --config takes back, docstrings and defaults as comments",
     )
     _add_config_source(cs)
     cs.set_defaults(fn=cmd_config_show)
@@ -179,7 +180,9 @@ def _run_parsers(sub: Any) -> None:
 
 
 def _add_config_source(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="TOML file with a SearchConfig")
+    parser.add_argument(
+        "--config", help="TOML file with a SearchConfig (`arts config show > FILE` writes one)"
+    )
     parser.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="any config field, e.g. scientist.tail_depth=2"
     )
