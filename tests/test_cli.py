@@ -190,6 +190,16 @@ def test_config_show_prints_toml_that_config_takes_back_unchanged(tmp_path, caps
     assert capsys.readouterr().out == shown
 
 
+def test_arts_search_starts_from_the_shown_config_unchanged(tmp_path, capsys, monkeypatch):
+    from arts.search.config import load_config
+
+    assert main(["config", "show", "--set", "scientist.candidates=3"]) == 0
+    (tmp_path / "c.toml").write_text(capsys.readouterr().out)
+    seen = capture_runs(monkeypatch)
+    main(["search", "--config", str(tmp_path / "c.toml")])
+    assert seen == [load_config(None, {"scientist.candidates": 3})]
+
+
 def test_config_show_comments_whole_docstrings_and_true_defaults(capsys):
     from arts.search.config import SearchConfig
 
