@@ -7,6 +7,10 @@ optimality gap is how far the runs fall short of 1 on average, crediting nothing
 from a stratified percentile bootstrap: runs are resampled within each task, never across tasks, so every
 resample keeps the benchmark's task mix. The generator is seeded, so a report is reproducible.
 
+Reimplemented, not imported: rliable itself is not a dependency (it pins `arch` and pulls in seaborn
+and absl for plotting); these few lines follow its definitions (`aggregate_iqm`, `aggregate_optimality_gap`,
+`StratifiedBootstrap` with percentile intervals) on scipy and numpy.
+
 Not done here: choosing the normaliser of a task (`report`), or tests of significance beyond intervals.
 """
 

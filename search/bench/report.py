@@ -203,7 +203,8 @@ def write_report(
         + (f" {pending} still to run: an interim report." if pending else ""),
         "",
         "Normalised score: the seed program = 0, the reference (best known, else the best any run here found) "
-        "= 1. IQM and optimality gap over runs x tasks (rliable), with stratified bootstrap 95% intervals "
+        "= 1. IQM and optimality gap over runs x tasks (as rliable defines them, reimplemented on scipy), "
+        "with stratified bootstrap 95% intervals "
         f"({cfg.bootstrap_resamples} resamples, seed 0).",
         "",
         *aggregate(cfg, rows, names),
