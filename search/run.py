@@ -180,9 +180,30 @@ def start_run(cfg: SearchConfig, run_dir: Path | None = None, log: Callable[[str
     log(f"run: {run_dir}  task {task.name}  method {cfg.method}  profile {cfg.profile}")
     if note := ttt_budget_note(cfg, task.config.kind):
         log(note)
+    if note := small_model_note(cfg, task.config.kind):
+        log(note)
     log_isolation(log)
     with Store.open(run_dir) as store:
         return run_search(*build_run(cfg, store, log))
+
+
+def small_model_note(cfg: SearchConfig, kind: str) -> str | None:
+    """What the embedded model is good for and what the budget buys, said once at the start of a search
+    that uses it (None for another model, or a method that calls none)."""
+    if cfg.scientist_model.model is not None or not method_of(cfg).uses_model:
+        return None
+    rounds = f"about {max(cfg.budget.evals // cfg.group, 1)} rounds of {cfg.group} experiments"
+    budget = (
+        f"{rounds} ({cfg.budget.evals} evaluations)"
+        if kind == "optimize"
+        else f"{cfg.budget.round_cap(kind)} rounds"
+    )
+    return (
+        f"note: the embedded 135M model proposes small directed edits (a constant up or down, a keyword, a "
+        f"swapped call), each checked before it runs; this budget buys {budget}. On a CPU a round takes "
+        "tens of seconds of model time; `--method mutate` (no model) is the floor to beat, and a larger "
+        "--model proposes freer changes"
+    )
 
 
 def ttt_budget_note(cfg: SearchConfig, kind: str) -> str | None:

@@ -235,3 +235,20 @@ def test_one_list_draws_the_group_from_a_single_list(tmp_path, monkeypatch):
     for k in {r.round for r in state.rollouts.values()}:
         group = [r for r in state.rollouts.values() if r.round == k]
         assert len({r.drawn for r in group}) == len(group)  # without replacement from the one list
+
+
+def test_a_search_with_the_embedded_model_says_what_it_is_good_for_and_what_the_budget_buys(
+    tmp_path, monkeypatch, capsys
+):
+    from arts.search.cli.main import main
+
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: RuleBackend())
+    task = make_task(tmp_path / "task")
+    assert (
+        main(["search", str(task), "--evals", "4", "--group", "2", "--run-dir", str(tmp_path / "run")]) == 0
+    )
+    out = capsys.readouterr().out
+    assert "note: the embedded 135M model proposes small directed edits" in out
+    assert "this budget buys about 2 rounds of 2 experiments (4 evaluations)" in out
+    main(["search", str(task), "--method", "mutate", "--evals", "2", "--run-dir", str(tmp_path / "run2")])
+    assert "embedded 135M" not in capsys.readouterr().out
