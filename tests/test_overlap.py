@@ -232,8 +232,16 @@ def test_attribution_starts_while_the_rounds_other_experiments_evaluate(tmp_path
     monkeypatch.setattr("arts.search.methods.arts.attribution_ahead", lambda run, followed: None)
     _, _, later = search(tmp_path, monkeypatch, workers=2, evals=9, sleep=1.0, name="at-the-end")
 
-    def routed(s):
-        return [(e.payload["node"], e.payload["decision"]) for e in s.events.values() if e.kind == "routing"]
+    def routed(s):  # keyed by what the node is: ids follow which of two workers commits first
+        def key(n):
+            return n.round, n.hypothesis, json.dumps(n.files, sort_keys=True)
+
+        out = [
+            (key(s.nodes[e.payload["node"]]), e.payload["decision"])
+            for e in s.events.values()
+            if e.kind == "routing"
+        ]
+        return sorted(out, key=lambda pair: json.dumps(pair, sort_keys=True))
 
     assert routed(state) == routed(later) and routed(state)
     assert not any(e.payload["ahead"] for e in later.events.values() if e.kind == "routing")
