@@ -80,6 +80,7 @@ def signal_uid(uid: int) -> None:
     pid = os.fork()
     if pid == 0:
         with contextlib.suppress(BaseException):
+            os.closerange(3, 1 << 16)  # inherited fds (a run's lock among them) must not outlive the parent
             os.setresuid(uid, uid, uid)
             os.kill(-1, signal.SIGKILL)
         os._exit(0)

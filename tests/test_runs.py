@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from arts.search.cli.follow import is_locked
 from arts.search.cli.main import main
 from arts.search.store import Store
 
@@ -58,6 +59,9 @@ def killed_run(tmp_path_factory) -> tuple[Path, dict]:
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
+    # a helper the search forked an instant before (it kills a sandbox uid's processes) may hold the lock
+    # for the few milliseconds it has left
+    wait_for(lambda: not is_locked(run), timeout=10, what="the killed search's lock to be released")
     return run, seen
 
 
