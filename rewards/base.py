@@ -21,8 +21,11 @@ from arts.tasks.registry import Registry
 class RewardConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, use_attribute_docstrings=True)
 
-    name: str = "percentile"
-    """Reward function: a registered name (see `reward_names()`) or `module:attr` of a user's function."""
+    name: str = "beats_parent"
+    """Reward function: a registered name (see `reward_names()`) or `module:attr` of a user's function.
+    `beats_parent` (1 when the node beats its parent) rewards the move; `percentile` (1 when the score
+    reaches the q-th quantile of the scores before the group) also rewards where it was made, which fits a
+    scientist that chooses its parents (`scientist.parents` > 1)."""
     q: float = Field(0.70, gt=0.0, lt=1.0)
     """`percentile` only: the quantile of the history a score must reach to be rewarded."""
     invalid: float = 0.0

@@ -2,8 +2,8 @@
 
 All share the `RewardFn` signature and the same rules: an invalid node (score `None` or non-finite) gets
 `config.invalid`; `None` and non-finite entries of the history are dropped (the history is meant to hold
-valid scores only); an empty history gives a valid score `config.empty_history` (except `improvement`,
-which compares with the parent, not the history). They are pure: no state, no I/O.
+valid scores only); an empty history gives a valid score `config.empty_history` (except `beats_parent`
+and `improvement`, which compare with the parent, not the history). They are pure: no state, no I/O.
 """
 
 from __future__ import annotations
@@ -99,3 +99,23 @@ def improvement(
     if config.clip is not None:
         delta = min(max(delta, -config.clip), config.clip)
     return delta
+
+
+@register("beats_parent")
+def beats_parent(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """1.0 when the score is strictly above its parent's, else 0.0: did the move pay?
+
+    The default. It judges what the action chose, the move, apart from where it was made: under a
+    history bar (`percentile`) a move that changes nothing off a good parent keeps the parent's score and
+    is rewarded, and a move that pays off a weak parent is not. A tie (a move that changed no score) is
+    not a gain. 0.0 when there is no valid parent score (a root, or the child of an invalid node).
+    """
+    if not _valid(score):
+        return config.invalid
+    return 1.0 if _valid(parent_score) and score > parent_score else 0.0

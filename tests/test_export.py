@@ -241,7 +241,7 @@ def test_a_run_without_ttt_exports_rewards_from_its_node_scores(run_dir, tmp_pat
 
     data = load_dataset(str(out), split="train", cache_dir=str(tmp_path / "cache"))  # a fresh cache
     assert set(data["reward_source"]) == {"computed"}
-    # each valid score beats the 70th percentile of every score before its group; the invalid node gets 0
+    # each valid node beats its parent (the seed, -4); the invalid node gets 0
     assert list(data["reward"]) == [1.0, 0.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
 
 

@@ -12,13 +12,19 @@ from arts.rewards import (
     is_degenerate,
     reward_names,
 )
-from arts.rewards.functions import best_only, improvement, percentile, rank, raw
+from arts.rewards.functions import beats_parent, best_only, improvement, percentile, rank, raw
 
 CFG = RewardConfig()
 
 
 def test_config_defaults_and_checks():
-    assert (CFG.name, CFG.q, CFG.invalid, CFG.empty_history, CFG.clip) == ("percentile", 0.7, 0.0, 1.0, None)
+    assert (CFG.name, CFG.q, CFG.invalid, CFG.empty_history, CFG.clip) == (
+        "beats_parent",
+        0.7,
+        0.0,
+        1.0,
+        None,
+    )
     for bad in ({"q": 1.0}, {"q": 0.0}, {"typo": 1}, {"clip": 0.0}, {"invalid": math.nan}):
         with pytest.raises(ValidationError):
             RewardConfig(**bad)
@@ -42,13 +48,24 @@ def test_percentile_threshold_rises_with_the_search():
 
 def test_invalid_and_empty_history_for_every_function():
     cfg = RewardConfig(invalid=-1.0, empty_history=0.5)
-    for fn in (percentile, best_only, raw, rank, improvement):
+    for fn in (percentile, best_only, raw, rank, improvement, beats_parent):
         assert fn(None, [1.0, 2.0], parent_score=1.0, config=cfg) == -1.0
         assert fn(math.nan, [1.0, 2.0], parent_score=1.0, config=cfg) == -1.0
     for fn in (percentile, best_only, raw, rank):
         assert fn(3.0, [], config=cfg) == 0.5
         assert fn(3.0, [None, math.inf], config=cfg) == 0.5  # only invalid entries: empty
     assert percentile(3.0, [], config=CFG) == 1.0  # default: the first valid result is a success
+
+
+def test_beats_parent_rewards_the_move_not_where_it_was_made():
+    """A move that changes nothing off the best node is not rewarded, a move that pays off a weak parent
+    is, wherever the history stands."""
+    hist = [1.0, 5.0, 9.0]
+    assert beats_parent(9.0, hist, parent_score=9.0, config=CFG) == 0.0  # a tie: the move changed nothing
+    assert percentile(9.0, hist, config=CFG) == 1.0  # while a history bar rewards it
+    assert beats_parent(2.0, hist, parent_score=1.0, config=CFG) == 1.0  # paid, far below the history
+    assert beats_parent(8.0, hist, parent_score=9.0, config=CFG) == 0.0
+    assert beats_parent(3.0, [], parent_score=None, config=CFG) == 0.0  # no parent to beat
 
 
 def test_best_only():
@@ -81,10 +98,19 @@ def test_improvement():
 
 
 def test_registry_lookup_by_name():
-    assert reward_names() == ["best_only", "improvement", "percentile", "rank", "raw"]
+    assert reward_names() == ["beats_parent", "best_only", "improvement", "percentile", "rank", "raw"]
     assert get_reward("percentile") is percentile
     assert compute_reward(3.0, [1.0, 2.0], config=RewardConfig(name="rank")) == 1.0
-    assert group_rewards([3.0, None, 0.0], [1.0, 2.0], config=CFG) == [1.0, 0.0, 0.0]
+    assert group_rewards([3.0, None, 0.0], [1.0, 2.0], config=RewardConfig(name="percentile")) == [
+        1.0,
+        0.0,
+        0.0,
+    ]
+    assert group_rewards([3.0, None, 0.0], [1.0, 2.0], parent_scores=[2.0, 2.0, 2.0], config=CFG) == [
+        1.0,
+        0.0,
+        0.0,
+    ]
     assert group_rewards(
         [3.0, 0.0], [], parent_scores=[1.0, None], config=RewardConfig(name="improvement")
     ) == [
@@ -104,11 +130,11 @@ def test_module_attr_fallback(tmp_path, monkeypatch):
 
 
 def test_unknown_name_lists_known_names():
-    with pytest.raises(KeyError, match="known: best_only, improvement, percentile, rank, raw"):
+    with pytest.raises(KeyError, match="known: beats_parent, best_only, improvement, percentile, rank, raw"):
         get_reward("percentil")
     with pytest.raises(KeyError, match="cannot import"):
         get_reward("no_such_module_xyz:fn")
-    with pytest.raises(ValidationError, match="known: best_only"):
+    with pytest.raises(ValidationError, match="known: beats_parent"):
         RewardConfig(name="percentil")
 
 
