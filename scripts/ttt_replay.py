@@ -12,7 +12,7 @@ bootstrap 95% interval stratified by task (`search.bench.metrics.mean_ci`). The 
 adapter); each update starts at ratio 1 under the replayed adapter, as an on-policy update would.
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
-       [--json out.json]
+       [--reward beats_parent] [--prompt-grad on|off|both] [--json out.json]
 """
 
 from __future__ import annotations
@@ -33,18 +33,28 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
+from arts.rewards import RewardConfig  # noqa: E402
 from arts.search.bench.metrics import mean_ci  # noqa: E402
 from arts.search.config import read_stored_config  # noqa: E402
+from arts.search.rollout_rewards import due_rewards  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.credit import CreditAction, base_span_logprobs, credit  # noqa: E402
 from arts.training.grpo import GRPOConfig  # noqa: E402
 from arts.training.ttt import ActionGroup, Trainer  # noqa: E402
 
 
-def groups_of(run_dir: Path) -> list[list]:
-    """The run's rewarded groups that carry sampled tokens, in round order."""
+def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
+    """The run's rewarded groups that carry sampled tokens, in round order. With `reward` (a reward
+    function's name), every action is rewarded anew from the node scores as `search.rollout_rewards`
+    rewards it (so that runs without TTT, or under another reward, can be replayed too)."""
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
+    if reward is not None:
+        for r in state.rollouts.values():
+            r.reward = None
+        for g in due_rewards(state, RewardConfig(name=reward)):
+            for r, value in zip(g.rollouts, g.rewards):
+                r.reward = value
     by_group: dict[int, list] = defaultdict(list)
     for r in state.rollouts.values():
         if r.reward is not None and r.tokens and len(r.span) == 2:
@@ -53,42 +63,61 @@ def groups_of(run_dir: Path) -> list[list]:
 
 
 def replay(
-    model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float
-) -> dict:
+    model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
+    prompt_grad: bool = True,
+) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed)
     trainer = Trainer(
-        backend, GRPOConfig(lr=lr, steps=steps), Path(tempfile.mkdtemp()), temperature=temperature, seed=seed
-    )
+        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad), Path(tempfile.mkdtemp()),
+        temperature=temperature, seed=seed,
+    )  # fmt: skip
     trainer.start()
     actions, kls, updates, seconds = [], [], 0, 0.0
     for members in groups:
         first = members[0]
-        spans = [(r.span[0], r.span[1]) for r in members]
-        full = trainer.proposal_logprobs(first.prompt, first.json_schema, first.tokens)
-        base = base_span_logprobs(backend, first.prompt, first.json_schema, first.tokens, spans, temperature)
-        if full is None or base is None:
+        full = {}  # each sampled list scored once under the adapter in force
+        for r in members:
+            if tuple(r.tokens) not in full:
+                full[tuple(r.tokens)] = trainer.proposal_logprobs(first.prompt, first.json_schema, r.tokens)
+        if any(v is None for v in full.values()):
             continue
-        old = [full[s:e] for s, e in spans]
+        old = [full[tuple(r.tokens)][r.span[0] : r.span[1]] for r in members]
+        based = [
+            base_span_logprobs(
+                backend, first.prompt, first.json_schema, r.tokens, [tuple(r.span)], temperature
+            )
+            for r in members
+        ]
+        if any(b is None for b in based):
+            continue
         if updates:  # the adapter has seen only earlier rounds: this group is held out
             actions += [
-                CreditAction(first.group, r.reward, math.fsum(o), b) for r, o, b in zip(members, old, base)
+                CreditAction(first.group, r.reward, math.fsum(o), b[0])
+                for r, o, b in zip(members, old, based)
             ]
         group = ActionGroup(first.prompt, first.json_schema, [r.action for r in members],
-                            [r.reward for r in members], old, first.tokens, spans)  # fmt: skip
+                            [r.reward for r in members], old, spans=[tuple(r.span) for r in members])  # fmt: skip
+        if len(full) == 1:
+            group.tokens = first.tokens
+        else:
+            group.action_tokens = [r.tokens for r in members]
         result = trainer.update([group])
         if result.applied:
             updates += 1
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "steps": steps, "updates": updates, "kl_last": kls[-1] if kls else None,
-            "update_s": seconds / updates if updates else None, **check.model_dump()}  # fmt: skip
+    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "updates": updates,
+            "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
+            **check.model_dump()}  # fmt: skip
 
 
 def pooled(runs: list[dict]) -> list[str]:
-    """Per learning rate, the mean concordance over the runs with pairs, and its paired difference from the
-    first rate, each with an interval stratified by task."""
-    rates = [row["lr"] for row in runs[0]["rows"]]
+    """Per setting (learning rate, prompt gradient), the mean concordance over the runs with pairs, and its
+    paired difference from the first setting, each with an interval stratified by task."""
+    names = [
+        f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}" for row in runs[0]["rows"]
+    ]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
 
     def strata(value) -> list[list[float]]:
@@ -98,15 +127,15 @@ def pooled(runs: list[dict]) -> list[str]:
         return r["rows"][i]["concordance"]
 
     lines = []
-    for i, lr in enumerate(rates):
+    for i, name in enumerate(names):
         values = strata(lambda r, i=i: at(r, i))
         pairs = sum(r["rows"][i]["pairs"] for r in runs)
-        line = f"lr {lr:g}: mean concordance {mean_ci(values).fmt()} over {sum(map(len, values))} runs, {pairs} pairs"
+        line = f"{name}: mean concordance {mean_ci(values).fmt()} over {sum(map(len, values))} runs, {pairs} pairs"
         if i:
             diff = strata(
                 lambda r, i=i: None if at(r, i) is None or at(r, 0) is None else at(r, i) - at(r, 0)
             )
-            line += f"; minus lr {rates[0]:g}: {mean_ci(diff).fmt()}"
+            line += f"; minus {names[0]}: {mean_ci(diff).fmt()}"
         lines.append(line)
     return lines
 
@@ -117,26 +146,32 @@ def main() -> int:
     ap.add_argument("--lr", type=float, nargs="+", default=[2e-4, 1e-3, 5e-3])
     ap.add_argument("--steps", type=int, default=GRPOConfig().steps, help="optimizer steps per update")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--reward", default=None, help="reward every action anew with this reward function "
+                    "(default: the rewards the run stored; a run without TTT stores none)")  # fmt: skip
+    ap.add_argument("--prompt-grad", choices=["on", "off", "both"], default="on",
+                    help="back-propagate through the prompt (GRPOConfig.prompt_grad); both: replay each way")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     runs = []
     for run_dir in args.run_dirs:
         cfg = read_stored_config(run_dir / "config.toml")
-        groups = groups_of(run_dir)
+        groups = groups_of(run_dir, args.reward)
         print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
         rows = []
-        for lr in args.lr:
+        grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
+        for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
             t0 = time.perf_counter()
             row = replay(
-                cfg.scientist_model.model, groups, lr, args.steps, cfg.seed, cfg.scientist.temperature
+                cfg.scientist_model.model, groups, lr, args.steps, cfg.seed, cfg.scientist.temperature, grad
             )
             rows.append(row)
-            c = row["concordance"]
+            c, u = row["concordance"], row["update_s"]
             print(
-                f"  lr {lr:g}: {row['updates']} updates, KL to base at the last {row['kl_last'] or 0:.2e}/token, "
-                f"held-out concordance {'-' if c is None else f'{c:.3f}'} over {row['pairs']} pairs "
-                f"({time.perf_counter() - t0:.0f}s)",
+                f"  lr {lr:g}, prompt gradient {'on' if grad else 'off'}: {row['updates']} updates "
+                f"({'-' if u is None else f'{u:.1f}'} s each), KL to base at the last "
+                f"{row['kl_last'] or 0:.2e}/token, held-out concordance {'-' if c is None else f'{c:.3f}'} "
+                f"over {row['pairs']} pairs ({time.perf_counter() - t0:.0f}s)",
                 flush=True,
             )
         runs.append({"run": str(run_dir), "task": cfg.task, "rows": rows})

@@ -105,6 +105,25 @@ def test_one_update_changes_the_adapter_and_leaves_the_base_untouched(tiny_backe
             assert torch.equal(p, base[n]), n
 
 
+def test_without_the_prompt_gradient_the_values_are_the_same_and_the_action_still_learns(tiny_backend):
+    """`prompt_grad = False`: the same log-probs (so the same ratio), no gradient through the prompt's
+    positions, and the rewarded action still gains."""
+    from arts.training.logprobs import target_scores
+
+    config = GRPOConfig(lr=1e-2, steps=2, prompt_grad=False)
+    opt = attach(tiny_backend, "noprompt", config)
+    group = make_group(tiny_backend, "noprompt", [1, 0, 0, 0])
+    pad = tiny_backend.tokenizer.pad_token_id
+    with adapter_scope(tiny_backend.model, "noprompt"):
+        full, _, _ = target_scores(tiny_backend.model, group.prompt_ids, group.targets, pad)
+        cut, _, _ = target_scores(tiny_backend.model, group.prompt_ids, group.targets, pad, prompt_grad=False)
+    assert torch.equal(full, cut) and cut.requires_grad
+    start = sum(group.old_logprobs[0])
+    stats = update(tiny_backend, "noprompt", [group], config, opt)
+    assert stats.steps == 2 and stats.grad_norm > 0
+    assert sum(make_group(tiny_backend, "noprompt", [1, 0, 0, 0]).old_logprobs[0]) > start
+
+
 def test_kl_penalty_uses_the_base_model_without_a_copy(tiny_backend):
     config = GRPOConfig(lr=1e-2, kl_coef=0.1, steps=2)
     opt = attach(tiny_backend, "learner", config)

@@ -145,14 +145,17 @@ def target_logprobs(
 
 
 def target_scores(
-    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
+    prompt_grad: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """`target_logprobs` and the entropy (N, L) of each position's masked, tempered distribution (the
-    entropy without gradients): the update's diagnostics come from the forward it trains on."""
+    entropy without gradients): the update's diagnostics come from the forward it trains on.
+    `prompt_grad`: as `completion_logprobs`'s."""
     ids, mask, allowed = pack(targets, pad_id)
     values, entropy = completion_logprobs(
-        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True
-    )
+        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True,
+        prompt_grad=prompt_grad,
+    )  # fmt: skip
     return values, mask.to(values.device), entropy
 
 

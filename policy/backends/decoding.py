@@ -261,6 +261,7 @@ def completion_logprobs(
     allowed: torch.Tensor | None = None,
     temperature: float = 1.0,
     entropy: bool = False,
+    prompt_grad: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
 
@@ -270,14 +271,17 @@ def completion_logprobs(
     The prompt runs once and its KV cache is shared by the N completions. Call it under
     `torch.no_grad()` when no gradient is wanted. A token outside its mask gets -inf (and would give
     NaN gradients): leave such completions out of a training batch. With `entropy`, also the entropy
-    (N, L) of each position's masked, tempered distribution (no gradients; 0 on padding).
+    (N, L) of each position's masked, tempered distribution (no gradients; 0 on padding). Without
+    `prompt_grad` the prompt runs without gradients: the values are the same, and the gradient reaches the
+    weights through the completions' positions only (the prompt's keys and values taken as given).
     """
     hf = hf_model(model)
     device = next(hf.parameters()).device
     n, length = completion_ids.shape
     completion_ids = completion_ids.to(device)
     cache = DynamicCache(config=hf.config)
-    logits = _forward(hf, prompt_ids.to(device)[None], cache, logits_to_keep=1)[:, -1:].expand(n, 1, -1)
+    with torch.set_grad_enabled(prompt_grad and torch.is_grad_enabled()):
+        logits = _forward(hf, prompt_ids.to(device)[None], cache, logits_to_keep=1)[:, -1:].expand(n, 1, -1)
     if length > 1:
         cache.batch_repeat_interleave(n)
         logits = torch.cat([logits, _forward(hf, completion_ids[:, :-1], cache)], dim=1)
