@@ -119,8 +119,9 @@ class TTTConfig(BaseModel):
     """How an action's score becomes its reward."""
     watch: str | None = None
     """A class of moves to watch, as a hypothesis starts ("increase STEPS"): before each update, its
-    probability under the adapter in force and under the base model on the newest prompt, which that
-    adapter has not trained on (`training.watch`; a `watch` event, shown by the console and the report).
+    probability as the first candidate of a proposal, under the adapter in force and under the base model
+    on the newest prompt, which that adapter has not trained on (`training.watch`; a `watch` event, shown
+    by the console and the report).
     Unset: a probe task's own paying class, if the task declares one."""
 
 

@@ -40,7 +40,7 @@ from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
-from arts.training.watch import class_logprobs
+from arts.training.watch import class_logprobs, sampled_head
 
 DRIFT = 1e-3
 """Largest difference between a recomputed old log-prob and the stored one that is float rounding."""
@@ -213,6 +213,7 @@ class Learning:
         the update about to run trains on, so no adapter so far has seen it)."""
         parent = json.loads(newest.action).get("parent", 0)
         trainer = self.trainer
+        sampled = sampled_head(trainer.backend.tokenizer, newest.tokens) if newest.tokens else None
         got = class_logprobs(
             trainer.backend,
             newest.prompt,
@@ -221,6 +222,7 @@ class Learning:
             parent,
             ADAPTER,
             trainer.temperature,
+            sampled,
         )
         if got is None:
             self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, scored=False)

@@ -11,7 +11,7 @@ from arts.search.state import Node, Rollout
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ADAPTER, Trainer
-from arts.training.watch import class_logprobs
+from arts.training.watch import class_logprobs, head, sampled_head
 
 PROMPT = [
     {"role": "system", "content": "You are a research scientist. Answer with JSON only."},
@@ -56,3 +56,24 @@ def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_
     assert abs(watched[0]["ratio"] - 1.0) < 1e-6  # no update yet: the base model's own probability
     assert watched[-1]["ratio"] > watched[0]["ratio"] and watched[-1]["ratio"] > 1.2
     assert any(line.startswith("watch 'increase X': x") for line in lines)
+
+
+def test_the_class_is_scored_where_the_scientist_writes_it(tmp_path, tiny_backend):
+    """In a verbalized list, at its first candidate; after the beginning as the proposal sampled it (the
+    grammar forces keys token by token), which gives the same figures as the tokenizer's split would
+    only by chance."""
+    assert head(SCHEMA, 3) == '{"candidates": [{"parent": 3, "hypothesis": "'
+    assert head({"properties": {"parent": {}}}, 3) == '{"parent": 3, "hypothesis": "'
+    tok = tiny_backend.tokenizer
+    forced = [
+        t
+        for ch in '{"candidates": [{"parent": 1, "hypothesis": "'
+        for t in tok.encode(ch, add_special_tokens=False)
+    ]
+    assert sampled_head(tok, forced + tok.encode("increase X", add_special_tokens=False)) == forced
+    assert sampled_head(tok, tok.encode('{"parent": 1}', add_special_tokens=False)) is None
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    trainer.start()
+    split = class_logprobs(tiny_backend, PROMPT, SCHEMA, "increase X", 1, ADAPTER, head_tokens=forced)
+    assert split is not None and split[0] == split[1]
+    assert class_logprobs(tiny_backend, PROMPT, SCHEMA, "increase X", 2, ADAPTER) is None  # no parent 2
