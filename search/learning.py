@@ -26,7 +26,6 @@ trained on: their outcome says nothing about the action.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -40,7 +39,7 @@ from arts.search.state import Rollout, SearchState
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
-from arts.training.watch import class_logprobs, sampled_head
+from arts.training.watch import measure
 
 DRIFT = 1e-3
 """Largest difference between a recomputed old log-prob and the stored one that is float rounding."""
@@ -181,7 +180,7 @@ class Learning:
         ]  # fmt: skip
         groups = self._groups(rollouts)
         if self.watch and rollouts:
-            self._watch(max(rollouts, key=lambda r: r.id), round)
+            self._watch(rollouts, round)
         result = self.trainer.update(groups, note={"last_round": round, "rollouts": [r.id for r in rollouts]})
         examined, self.last_round = self.last_round, round
         for r in rollouts:
@@ -208,38 +207,17 @@ class Learning:
             f"/{stats.kl:.4f}  entropy {stats.entropy:.3f}  {stats.seconds:.1f}s"
         )
 
-    def _watch(self, newest: Rollout, round: int) -> None:
-        """The watched class's log-prob under the adapter in force and the base, on the newest prompt (which
-        the update about to run trains on, so no adapter so far has seen it)."""
-        parent = json.loads(newest.action).get("parent", 0)
-        trainer = self.trainer
-        sampled = sampled_head(trainer.backend.tokenizer, newest.tokens) if newest.tokens else None
-        got = class_logprobs(
-            trainer.backend,
-            newest.prompt,
-            newest.json_schema,
-            self.watch,
-            parent,
-            ADAPTER,
-            trainer.temperature,
-            sampled,
-        )
-        if got is None:
-            self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, scored=False)
-            return
-        tuned, base = got
-        ratio = math.exp(tuned - base)
-        self.ledger.event(
-            "watch",
-            round=round,
-            k=trainer.k,
-            move=self.watch,
-            scored=True,
-            logprob=tuned,
-            base=base,
-            ratio=ratio,
-        )
-        self.log(f"watch {self.watch!r}: x{ratio:.2f} the base model's probability under {trainer.label}")
+    def _watch(self, rollouts: list[Rollout], round: int) -> None:
+        """The watched class under the adapter in force and the base, on the newest round's prompt (which
+        the update about to run trains on, so no adapter so far has seen it): `training.watch.measure`."""
+        trainer, last = self.trainer, max(r.round for r in rollouts)
+        newest = sorted((r for r in rollouts if r.round == last), key=lambda r: r.id)
+        got = measure(trainer.backend, newest, self.watch, ADAPTER, trainer.temperature)
+        self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, **(got or {"scored": False}))
+        if got:
+            self.log(
+                f"watch {self.watch!r}: x{got['ratio']:.2f} the base model's {got['measure']} under {trainer.label}"
+            )
 
     def _groups(self, rollouts: list[Rollout]) -> list[ActionGroup]:
         """Training groups from stored rollouts; old per-token log-probs from the sampling-time cache, or

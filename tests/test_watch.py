@@ -3,6 +3,10 @@ moves on a prompt it has not trained on, against the base model's (`training.wat
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from arts.policy.proposal_schema import canonical_action, proposal_schema
 from arts.rewards import RewardConfig
 from arts.search.learning import Learning
@@ -11,7 +15,7 @@ from arts.search.state import Node, Rollout
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ADAPTER, Trainer
-from arts.training.watch import class_logprobs, head, sampled_head
+from arts.training.watch import class_logprobs, head, measure, stated_probabilities
 
 PROMPT = [
     {"role": "system", "content": "You are a research scientist. Answer with JSON only."},
@@ -58,22 +62,30 @@ def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_
     assert any(line.startswith("watch 'increase X': x") for line in lines)
 
 
-def test_the_class_is_scored_where_the_scientist_writes_it(tmp_path, tiny_backend):
-    """In a verbalized list, at its first candidate; after the beginning as the proposal sampled it (the
-    grammar forces keys token by token), which gives the same figures as the tokenizer's split would
-    only by chance."""
+def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, tiny_backend):
+    """The class's expected stated probability over its list's: shares that sum to 1, the base model's own
+    under a fresh adapter; a list that does not offer the class is not scored."""
+    from types import SimpleNamespace
+
+    import torch
+
     assert head(SCHEMA, 3) == '{"candidates": [{"parent": 3, "hypothesis": "'
     assert head({"properties": {"parent": {}}}, 3) == '{"parent": 3, "hypothesis": "'
-    tok = tiny_backend.tokenizer
-    forced = [
-        t
-        for ch in '{"candidates": [{"parent": 1, "hypothesis": "'
-        for t in tok.encode(ch, add_special_tokens=False)
-    ]
-    assert sampled_head(tok, forced + tok.encode("increase X", add_special_tokens=False)) == forced
-    assert sampled_head(tok, tok.encode('{"parent": 1}', add_special_tokens=False)) is None
     trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
     trainer.start()
-    split = class_logprobs(tiny_backend, PROMPT, SCHEMA, "increase X", 1, ADAPTER, head_tokens=forced)
-    assert split is not None and split[0] == split[1]
-    assert class_logprobs(tiny_backend, PROMPT, SCHEMA, "increase X", 2, ADAPTER) is None  # no parent 2
+    listed = [{**{k: v for k, v in c.items() if k != "probability"}, "region": "constants", "probability": p}
+              for c, p in zip(CANDIDATES, (0.5, 1, 0.25, 0))]  # fmt: skip
+    text = json.dumps({"candidates": listed}, separators=(", ", ": "))
+    tokens = tiny_backend.tokenizer.encode(text, add_special_tokens=False)
+    rollout = SimpleNamespace(prompt=PROMPT, json_schema=SCHEMA, action="", candidates=listed, tokens=tokens)
+    stated = stated_probabilities(tiny_backend, PROMPT, SCHEMA, tokens, ADAPTER)
+    assert len(stated) == 4 and all(0 < a == b < 1 for a, b in stated)
+    shares = [measure(tiny_backend, [rollout], m.split(" by")[0], ADAPTER) for m in MOVES]
+    assert all(s["measure"] == "draw weight" and s["ratio"] == 1.0 for s in shares)
+    assert sum(s["weight"] for s in shares) == pytest.approx(1.0)
+    with torch.no_grad():  # the adapter moves: the measure moves with it
+        for name, p in tiny_backend.model.named_parameters():
+            if f".{ADAPTER}." in name and "lora_B" in name:
+                p.normal_(0, 0.5)
+    assert measure(tiny_backend, [rollout], "increase X", ADAPTER)["ratio"] != 1.0
+    assert measure(tiny_backend, [rollout], "decrease Y", ADAPTER) is None

@@ -1,18 +1,16 @@
-"""Is the scientist learning what pays? The probability the adapter gives a class of moves, against the base.
+"""Is the scientist learning what pays? How much more the adapter favours a class of moves than the base.
 
-A class of moves is the start of a hypothesis ("increase STEPS": a verb and a target). Its probability
-under a proposal prompt is the probability that the proposal's first candidate, from the given parent,
-begins its hypothesis with it, in the format the scientist samples: the summed masked log-prob of the
-tokens after `{"candidates": [{"parent": p, "hypothesis": "` up to the end of the class, under the
-proposal's own grammar at the sampling temperature (a single-action schema gives the single-action
-form, `{"parent": p, "hypothesis": "`). The rest of the candidate (free text, axis, probability) does
-not count. Taken under the adapter in force and under the base model on the same prompt, the difference
-is how much more (or less) likely training has made the class. Scored on a prompt the adapter has not
-trained on, it is held out: `search.learning` takes each update's newest prompt before the update trains
-on it.
+A class of moves is the start of a hypothesis ("increase STEPS": a verb and a target). The harness lays
+out which moves a verbalized list offers (each position its menu); the scientist's choice among them is
+the probability it states for each, which the draw follows. So, on a sampled list that offers the class,
+the measure is its draw weight: its expected stated probability (to one decimal, under the proposal
+grammar at the sampling temperature, everything before the value as sampled) over the sum of the list's,
+under the adapter in force and under the base model. Scored on a prompt the adapter has not trained on, it
+is held out: `search.learning` takes each update's newest round before the update trains on it. For
+actions stored without their sampled tokens (a served scientist's), the measure is the log-prob of
+writing the class as the first candidate.
 
-Not measured here: whether the class pays (that is the task's; a probe task declares its paying class),
-or its probability at later positions of a list (the first is the one no earlier candidate conditions).
+Not measured here: whether the class pays (that is the task's; a probe task declares its paying class).
 """
 
 from __future__ import annotations
@@ -34,19 +32,6 @@ def head(json_schema: dict[str, Any] | None, parent: int) -> str:
     return '{"candidates": [' + start if listed else start
 
 
-def sampled_head(tokenizer: Any, tokens: list[int]) -> list[int] | None:
-    """The tokens of a sampled proposal up to its first hypothesis's opening quote, as sampled: the
-    grammar forces keys token by token, not as the tokenizer would split them, and the model's
-    probabilities are those of the sampled split. None when no token ends exactly there."""
-    for i in range(1, len(tokens) + 1):
-        text = tokenizer.decode(tokens[:i])
-        if text.endswith(HYPOTHESIS):
-            return tokens[:i]
-        if HYPOTHESIS in text:
-            return None
-    return None
-
-
 def class_logprobs(
     backend: Any,
     prompt: list[dict[str, Any]],
@@ -55,21 +40,17 @@ def class_logprobs(
     parent: int,
     adapter: str,
     temperature: float = 1.0,
-    head_tokens: list[int] | None = None,
 ) -> tuple[float, float] | None:
     """(log-prob under `adapter`, log-prob under the base) that the first action from `parent` starts its
     hypothesis with `move`; None without a schema, or when the grammar rejects that beginning.
-    `head_tokens`: the beginning as a proposal sampled it (`sampled_head`), else the tokenizer's split."""
+    For actions stored without their sampled tokens (a served scientist's): the tokenizer's split."""
     if not json_schema or not move.strip():
         return None
     tok = backend.tokenizer
-    if head_tokens is not None:
-        tokens, start = head_tokens + tok.encode(move, add_special_tokens=False), len(head_tokens)
-    else:
-        before = head(json_schema, parent)
-        tokens = tok.encode(before + move, add_special_tokens=False)
-        # from the first token that reaches past the head (a token may straddle the quote)
-        start = max(i for i in range(len(tokens) + 1) if len(tok.decode(tokens[:i])) <= len(before))
+    before = head(json_schema, parent)
+    tokens = tok.encode(before + move, add_special_tokens=False)
+    # from the first token that reaches past the head (a token may straddle the quote)
+    start = max(i for i in range(len(tokens) + 1) if len(tok.decode(tokens[:i])) <= len(before))
     masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens)
     if rejected is not None:
         return None
@@ -81,3 +62,110 @@ def class_logprobs(
     with base_model(backend.model):
         base = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
     return math.fsum(tuned[start:]), math.fsum(base[start:])
+
+
+PROBABILITY = '"probability": '
+
+
+def value_start(tokenizer: Any, tokens: list[int], candidate: int) -> int | None:
+    """The index of the token that begins the stated probability of candidate `candidate` (0-based) in a
+    sampled list, or None when no token boundary falls exactly there."""
+    text, at = tokenizer.decode(tokens), -1
+    for _ in range(candidate + 1):
+        at = text.find(PROBABILITY, at + 1)
+        if at < 0:
+            return None
+    at += len(PROBABILITY)
+    for i in range(len(tokens) + 1):
+        n = len(tokenizer.decode(tokens[:i]))
+        if n == at:
+            return i
+        if n > at:
+            return None
+    return None
+
+
+def stated_probabilities(
+    backend: Any,
+    prompt: list[dict[str, Any]],
+    json_schema: dict[str, Any],
+    tokens: list[int],
+    adapter: str,
+    temperature: float = 1.0,
+) -> list[tuple[float, float] | None]:
+    """Per candidate of a sampled list, (under `adapter`, under the base) the expected probability the
+    scientist states for it, everything before that value as sampled: what the draw weighs it by.
+
+    The value is read to one decimal: P("1") + sum over d of (d/10 + 0.05) P("0.d"), each path's
+    probability under the proposal grammar at `temperature` (later digits taken at their midpoint): one
+    forward over the prompt and the list up to the value, and the eleven short paths after it. None for
+    a candidate whose value does not start on a token boundary."""
+    tok = backend.tokenizer
+    one, zero, dot = (tok.encode(s, add_special_tokens=False)[0] for s in ("1", "0", "."))
+    digits = [tok.encode(str(d), add_special_tokens=False)[0] for d in range(10)]
+    paths = [([one], 1.0)] + [([zero, dot, digit], d / 10 + 0.05) for d, digit in enumerate(digits)]
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    prompt_ids = backend.encode_prompt(prompt)
+    out: list[tuple[float, float] | None] = []
+    candidate = 0
+    while (start := value_start(tok, tokens, candidate)) is not None or tok.decode(tokens).count(
+        PROBABILITY
+    ) > candidate:
+        candidate += 1
+        if start is None:
+            out.append(None)
+            continue
+        targets, values = [], []
+        for path, value in paths:
+            masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + path)
+            if rejected is None:
+                targets.append(ActionTarget(path, masks[start:].clone()))
+                values.append(value)
+        if not targets:
+            out.append(None)
+            continue
+
+        def expected(targets=targets, values=values, start=start) -> float:
+            rows = score_targets(backend.model, prompt_ids + tokens[:start], targets, pad, temperature)
+            return math.fsum(v * math.exp(math.fsum(r)) for r, v in zip(rows, values))
+
+        with adapter_scope(backend.model, adapter):
+            tuned = expected()
+        with base_model(backend.model):
+            base = expected()
+        out.append((tuned, base))
+    return out
+
+
+def measure(
+    backend: Any, rollouts: list[Any], move: str, adapter: str, temperature: float = 1.0
+) -> dict | None:
+    """How much more the adapter favours `move` than the base, on one round's rollouts (objects with
+    `prompt`, `json_schema`, `action`, `candidates` and `tokens`, as `search.state.Rollout`), as the
+    payload of a `watch` event; None when it cannot be scored.
+
+    With sampled lists: its draw weight (its expected stated probability over the sum of its list's) in
+    the first list that offers it. The harness lays out which moves a list offers; the scientist's
+    choice among them is the probability it states, which the draw follows. Without tokens: the
+    log-prob of writing it first (`class_logprobs`)."""
+    offered = [
+        (r, i) for r in rollouts if r.tokens
+        for i, c in enumerate(r.candidates) if str(c.get("hypothesis", "")).startswith(move)
+    ]  # fmt: skip
+    if offered:
+        r, i = offered[0]
+        stated = stated_probabilities(backend, r.prompt, r.json_schema or {}, r.tokens, adapter, temperature)
+        if any(s is None for s in stated) or i >= len(stated):
+            return None
+        tuned, base = (stated[i][j] / math.fsum(s[j] for s in stated) for j in (0, 1))
+        return {"scored": True, "measure": "draw weight", "stated": stated[i][0], "stated_base": stated[i][1],
+                "weight": tuned, "weight_base": base, "ratio": tuned / base}  # fmt: skip
+    if any(r.tokens for r in rollouts) or not rollouts:
+        return None  # sampled lists, none of which offers the move
+    last = rollouts[-1]
+    parent = json.loads(last.action).get("parent", 0)
+    got = class_logprobs(backend, last.prompt, last.json_schema, move, parent, adapter, temperature)
+    if got is None:
+        return None
+    return {"scored": True, "measure": "first-candidate probability", "logprob": got[0], "base": got[1],
+            "ratio": math.exp(got[0] - got[1])}  # fmt: skip

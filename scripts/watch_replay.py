@@ -1,0 +1,85 @@
+"""Recompute a finished TTT run's watch from its stored adapters: per update, the held-out probability of the
+watched class of moves under the adapter then in force, against the base model's (`training.watch`).
+
+A TTT run keeps every checkpoint (`adapters/<k>/`) and every list it sampled, so the watch can be taken
+again after the run, exactly as the run takes it: for each `watch` event (round r, checkpoint k), round
+r's rollouts (which checkpoint k never trained on) are measured by `training.watch.measure` with
+checkpoint k loaded into a fresh adapter. This measures runs made before a change of `training.watch` with the current method.
+
+Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/watch_replay.py RUN_DIR... [--move "decrease TOL"]
+       [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
+from arts.search.config import read_stored_config  # noqa: E402
+from arts.search.store import Store  # noqa: E402
+from arts.training.checkpoint import checkpoint_path, load_weights  # noqa: E402
+from arts.training.grpo import lora_config  # noqa: E402
+from arts.training.watch import measure  # noqa: E402
+
+ADAPTER = "watched"
+
+
+def replay(run_dir: Path, move: str | None, backend_cache: dict) -> list[dict]:
+    cfg = read_stored_config(run_dir / "config.toml")
+    with Store.open_readonly(run_dir) as store:
+        state = store.load_state()
+    events = [e.payload for e in state.events.values() if e.kind == "watch"]
+    if not events:
+        print(f"{run_dir}: no watch events (not a TTT run, or nothing watched)", file=sys.stderr)
+        return []
+    key = (cfg.scientist_model.model, cfg.ttt.grpo.lora_rank)
+    if key not in backend_cache:
+        backend = TransformersBackend(cfg.scientist_model.model, dtype="float32", seed=cfg.seed)
+        backend.add_adapter(ADAPTER, lora_config(cfg.ttt.grpo))
+        backend_cache[key] = backend
+    backend = backend_cache[key]
+    rows = []
+    for e in events:
+        watched = move or e["move"]
+        rollouts = sorted((r for r in state.rollouts.values() if r.round == e["round"]), key=lambda r: r.id)
+        if not rollouts:
+            continue
+        load_weights(backend.model, ADAPTER, checkpoint_path(run_dir, e["k"]))
+        got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
+        if got is None:
+            print(f"  round {e['round']} adapters/{e['k']}: {watched!r} not offered by any list", flush=True)
+            continue
+        rows.append({"run": run_dir.name, "round": e["round"], "k": e["k"], "move": watched,
+                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}})  # fmt: skip
+        print(f"  round {e['round']} adapters/{e['k']}: {watched!r} x{got['ratio']:.3f} the base's "
+              f"{got['measure']}", flush=True)  # fmt: skip
+    return rows
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dirs", type=Path, nargs="+")
+    ap.add_argument("--move", default=None, help="the class to score (default: the one each run watched)")
+    ap.add_argument("--csv", type=Path, default=None)
+    args = ap.parse_args()
+    rows, cache = [], {}
+    for run_dir in args.run_dirs:
+        print(run_dir, flush=True)
+        rows += replay(run_dir, args.move, cache)
+    if args.csv and rows:
+        with args.csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
