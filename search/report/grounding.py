@@ -1,22 +1,19 @@
-"""Grounding model-written text: every number must be one the store measured, every method one the code ran.
+"""Grounding model-written text: how numbers are read, and every method claimed must be one the code ran.
 
 A small scientist model writes fluent text with invented numbers ("accuracy rose to 0.97", "a 4.5x
-speed-up") and invented methods ("the random forest on MNIST"). Reports and summaries built from that
-text must not pass those off as results, so this module checks both against the record: `sanitize`
-replaces every number that matches no measured value (within a relative tolerance) with "[unmeasured]",
-and `unsupported_claims` lists the methods, libraries and data sets the text names but the code that
-actually ran shows no sign of. `ground` does both and marks each unsupported mention in place.
+speed-up") and invented methods ("the random forest on MNIST"). Reports built from that text must not
+pass those off as results. `numbers` reads the numbers as written (checked against the store, with their
+words, by `search.report.claims`, which replaces those that do not stand with "[unmeasured]"), and
+`unsupported_claims` lists the methods, libraries and data sets the text names but the code that
+actually ran shows no sign of; `mark_methods` marks each such mention in place.
 
-Not done here: no understanding of what a number refers to (a measured 0.91 quoted as another node's
-score passes); derived numbers (differences, ratios, percent changes) are redacted unless they happen to
-equal a measured value; method claims come from a fixed vocabulary, so a method outside it is neither
-flagged nor confirmed, and a code signature shows a method appears in the code, not that it ran. Negation
-is read only from a few words right before a mention ("without a random forest").
+Method claims come from a fixed vocabulary, so a method outside it is neither flagged nor confirmed, and
+a code signature shows a method appears in the code, not that it ran. Negation is read only from a few
+words right before a mention ("without a random forest").
 """
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 import sys
@@ -31,14 +28,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-from arts.search.state import SearchState
 
 REDACTED = "[unmeasured]"
 """What an unmeasured number is replaced with (its unit, such as % or x, is kept after it)."""
 UNSUPPORTED = " [not in code]"
 """Appended after each mention of a method that the code that ran does not show."""
-_MEASURED_EVENTS = ("eval", "test", "update", "usage", "finish")
-"""Event kinds whose payload numbers were measured by the harness (others hold model-stated numbers)."""
 
 _NUMBER = re.compile(
     r"(?<![\w.])"  # not inside a word, an identifier or another number (i3, x2, SmolLM2, 1.2.3)
@@ -87,7 +81,8 @@ class Grounded(BaseModel):
     """Canonical names of the methods claimed but not found in the code."""
 
 
-def _flatten(x: Any) -> Iterable[float]:
+def flat_numbers(x: Any) -> Iterable[float]:
+    """Every finite number inside a value (dicts and lists walked; bools and None skipped)."""
     if isinstance(x, bool) or x is None:  # a bool is an int in Python, and no measurement
         return
     if isinstance(x, int | float):
@@ -95,30 +90,10 @@ def _flatten(x: Any) -> Iterable[float]:
             yield float(x)
     elif isinstance(x, dict):
         for v in x.values():
-            yield from _flatten(v)
+            yield from flat_numbers(v)
     elif isinstance(x, list | tuple):
         for v in x:
-            yield from _flatten(v)
-
-
-def measured_values(state: SearchState) -> list[float]:
-    """Every number the store measured or counted, sorted and unique."""
-    out: set[float] = set()
-    nodes = list(state.nodes.values())
-    for n in nodes:
-        out.update(_flatten([n.id, n.round, n.depth, n.raw_score, n.score, n.eval_s, n.metrics]))
-    valid = sum(n.status == "valid" for n in nodes)
-    invalid = sum(n.status == "invalid" for n in nodes)
-    seeds = sum(n.status == "seed" for n in nodes)
-    # Counts as a report states them: with and without the seed, valid, invalid, evaluated.
-    out.update(map(float, (len(nodes), len(nodes) - seeds, valid, valid + seeds, invalid, valid + invalid)))
-    out.update(map(float, (len(state.hypotheses), len(state.observations))))
-    evals = [e for e in state.events.values() if e.kind in _MEASURED_EVENTS]
-    out.add(float(sum(e.kind == "eval" for e in evals)))
-    for e in evals:
-        out.update(_flatten(e.payload))
-    out.update(_flatten(state.meta))
-    return sorted(out)
+            yield from flat_numbers(v)
 
 
 def numbers(text: str) -> list[Span]:
@@ -130,44 +105,6 @@ def numbers(text: str) -> list[Span]:
         unit = (m.group("unit") or "").strip()
         spans.append(Span(start=m.start("num"), end=m.end("num"), text=written, value=value, unit=unit))
     return spans
-
-
-def _matches(v: float, measured: list[float], rel_tol: float) -> bool:
-    """Whether some measured m has |v - m| <= rel_tol * |m| (`measured` sorted; exact for zero)."""
-    if v == 0:
-        i = bisect.bisect_left(measured, 0.0)
-        return i < len(measured) and measured[i] == 0.0
-    # |v - m| <= tol*|m| puts m (same sign as v) between v/(1+tol) and v/(1-tol); widen a hair for
-    # rounding, then check exactly.
-    a, b = v / (1 + rel_tol), v / (1 - rel_tol)
-    lo, hi = min(a, b), max(a, b)
-    lo, hi = lo - abs(lo) * 1e-12, hi + abs(hi) * 1e-12
-    i = bisect.bisect_left(measured, lo)
-    while i < len(measured) and measured[i] <= hi:
-        if abs(v - measured[i]) <= rel_tol * abs(measured[i]):
-            return True
-        i += 1
-    return False
-
-
-def sanitize(text: str, values: Iterable[float], rel_tol: float = 0.01) -> Sanitized:
-    """Replace every number that matches no measured value (relative tolerance; '12%' may be 12 or 0.12)."""
-    if not 0 <= rel_tol < 1:
-        raise ValueError(f"rel_tol must be in [0, 1), got {rel_tol}")
-    measured = sorted(v for v in values if math.isfinite(v))
-    pieces: list[str] = []
-    redacted: list[str] = []
-    last = 0
-    for sp in numbers(text):
-        if _matches(sp.value, measured, rel_tol) or (
-            sp.unit == "%" and _matches(sp.value / 100, measured, rel_tol)
-        ):
-            continue
-        pieces += [text[last : sp.start], REDACTED]
-        redacted.append(sp.text)
-        last = sp.end
-    pieces.append(text[last:])
-    return Sanitized(text="".join(pieces), redacted=redacted)
 
 
 _S = r"[\s_-]*"  # a separator between the words of a name: space, hyphen, underscore, or none
@@ -207,14 +144,8 @@ def unsupported_claims(text: str, code: str) -> list[str]:
     return sorted(name for name in claimed_methods(text) if not _CODE[name].search(code))
 
 
-def ground(text: str, values: Iterable[float], code: str, rel_tol: float = 0.01) -> Grounded:
-    """Sanitise the numbers, then mark in place each mention of a method the code does not show.
-
-    Marking rather than deleting keeps the sentence readable and shows the reader exactly which words
-    are the model's claim; numbers are replaced outright because a wrong number read as a result misleads
-    even when it is flagged.
-    """
-    clean = sanitize(text, values, rel_tol)
+def mark_methods(clean: Sanitized, code: str) -> Grounded:
+    """Mark in place each mention, in an already sanitised text, of a method the code does not show."""
     unsupported = unsupported_claims(clean.text, code)
     out = clean.text
     # Insert from the end so the earlier offsets stay valid; overlapping mentions get one mark.

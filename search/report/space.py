@@ -13,7 +13,8 @@ import html
 from collections.abc import Callable
 
 from arts.search.investigation.standing import standing
-from arts.search.report.grounding import ground, measured_values, numbers
+from arts.search.report.claims import record, sanitize_claims
+from arts.search.report.grounding import mark_methods
 from arts.search.state import SearchState
 
 
@@ -118,21 +119,15 @@ def space_sections(state: SearchState, g: Callable[[str, int | None], str]) -> l
 
 
 def grounder(state: SearchState) -> Callable[[str, int | None], str]:
-    """Model-written text as HTML: numbers no measurement backs are redacted, and methods the code of the
-    node it refers to (else the best node) does not use are marked."""
-    values = measured_values(state)
+    """Model-written text as HTML: a number stands only where the store holds it for what its words say
+    (`search.report.claims`), and methods the code of the node it refers to (else the best node) does not
+    use are marked."""
+    rec = record(state)
     best = state.best()
 
     def g(text: str, node: int | None) -> str:
         n = state.nodes.get(node) if node is not None else best
         code = "\n".join(n.files.values()) if n else ""
-        parent = state.nodes.get(n.parent) if n and n.parent is not None else None
-        # a number written in the program (its own or its parent's, e.g. "MARGIN from 0.01") is in the store
-        # too, and so is one the harness wrote about the node: its failure reason ("line 21", "tolerance
-        # 1e-09") and, for a baseline's edit (no model proposed it), its description ("21 | d = ...")
-        harness = [n.reason, n.hypothesis if n.rollout is None else ""] if n else []
-        known = values + [x.value for f in (n, parent) if f for t in f.files.values() for x in numbers(t)]
-        known += [x.value for t in harness for x in numbers(t)]
-        return _e(ground(text, known, code).text)
+        return _e(mark_methods(sanitize_claims(text, rec, n.id if n else None), code).text)
 
     return g
