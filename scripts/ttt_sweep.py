@@ -9,6 +9,8 @@ Per configuration, over `--updates` updates from a fresh adapter:
   - gain: the paying action's summed log-prob rise per update (nats), under the grammar mask and temperature;
   - p_base, p_last: its probability within the menu (softmax of the four summed log-probs) before the
     first update and after the last, and their ratio;
+  - gain_held, p_held_ratio: the same on a later state of the search the updates never trained on
+    (held out: does what an update learnt carry to the next prompt?);
   - kl_old: the mean per-token KL of one update (to the policy that sampled its group); kl_base: the
     adapter's KL to the base model after the last update; clip: the mean clip fraction; entropy before and
     after; seconds per update.
@@ -18,7 +20,8 @@ The model is a randomly initialised 2-layer Llama (hidden 64) with the embedded 
 template (`--model tiny`, as the tests use), or `embedded` / a local model folder.
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/ttt_sweep.py [--model tiny] [--lr 2e-4 1e-3 3e-3 1e-2]
-       [--steps 1 2 4 8] [--rank 8 16] [--updates 3] [--kl-max X] [--out docs/ttt-sweep.csv]
+       [--steps 1 2 4 8] [--rank 8 16] [--updates 3] [--kl-max X] [--prompt-grad on|off|both]
+       [--out docs/ttt-sweep.csv]
 """
 
 from __future__ import annotations
@@ -60,13 +63,23 @@ MENU = [
         ("decrease LAYERS to 1", "LAYERS"),
     )
 ]
+HELD_OUT = [
+    PROMPT[0],
+    {
+        "role": "user",
+        "content": "## Task\nMinimise the validation loss of a small model; the program sets LR, BATCH, "
+        "LAYERS.\n\n## Nodes you may start from\n- node 1 (seed): 2.37\n- node 2 (from 1): 2.29\n\n"
+        "Propose the next experiment.",
+    },
+]
+"""A later state of the same search, never trained on: does what an update learnt carry to it?"""
 REWARDS = [1.0, 0.0, 0.0, 0.0]
 """The first action always pays: the stationary signal."""
 SCHEMA = None
 """No proposal schema: each action is scored under the single-action grammar of its own parent."""
 COLUMNS = [
-    "model", "lr", "steps", "rank", "kl_max", "updates", "steps_taken", "gain", "p_base", "p_last",
-    "p_ratio", "kl_old", "kl_base", "clip", "entropy_before", "entropy_after", "update_s",
+    "model", "lr", "steps", "rank", "kl_max", "prompt_grad", "updates", "steps_taken", "gain", "gain_held",
+    "p_base", "p_last", "p_ratio", "p_held_ratio", "kl_old", "kl_base", "clip", "entropy_before", "entropy_after", "update_s",
 ]  # fmt: skip
 
 
@@ -89,8 +102,8 @@ def tiny_model(out: Path) -> Path:
     return out
 
 
-def menu_logprobs(trainer: Trainer) -> list[float]:
-    return [math.fsum(v) for v in trainer.old_logprobs(PROMPT, SCHEMA, MENU)]
+def menu_logprobs(trainer: Trainer, prompt: list[dict[str, str]] = PROMPT) -> list[float]:
+    return [math.fsum(v) for v in trainer.old_logprobs(prompt, SCHEMA, MENU)]
 
 
 def paying_probability(summed: list[float]) -> float:
@@ -107,13 +120,15 @@ def run_one(
     updates: int,
     temperature: float,
     kl_max: float | None,
+    prompt_grad: bool = True,
 ) -> dict:
     """One configuration from a fresh adapter: `updates` updates on the menu group."""
     backend = TransformersBackend(model, seed=0)
-    config = GRPOConfig(lr=lr, steps=steps, lora_rank=rank, lora_alpha=2.0 * rank, kl_max=kl_max)
+    config = GRPOConfig(lr=lr, steps=steps, lora_rank=rank, lora_alpha=2.0 * rank, kl_max=kl_max,
+                        prompt_grad=prompt_grad)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp(prefix="arts-sweep-")), temperature=temperature)
     trainer.start()
-    first = menu_logprobs(trainer)
+    first, held_first = menu_logprobs(trainer), menu_logprobs(trainer, HELD_OUT)
     now, stats, seconds = first, [], 0.0
     for _ in range(updates):
         old = trainer.old_logprobs(PROMPT, SCHEMA, MENU)
@@ -124,12 +139,14 @@ def run_one(
         now = menu_logprobs(trainer)
     mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
     p_base, p_last = paying_probability(first), paying_probability(now)
+    held = menu_logprobs(trainer, HELD_OUT)
     return {
-        "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "updates": updates,
-        "steps_taken": round(mean([s.steps for s in stats]), 2),
-        "gain": round((now[0] - first[0]) / updates, 4),
+        "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "prompt_grad": prompt_grad,
+        "updates": updates, "steps_taken": round(mean([s.steps for s in stats]), 2),
+        "gain": round((now[0] - first[0]) / updates, 4), "gain_held": round((held[0] - held_first[0]) / updates, 4),
         "p_base": float(f"{p_base:.4g}"), "p_last": float(f"{p_last:.4g}"),
         "p_ratio": float(f"{p_last / p_base:.4g}"),
+        "p_held_ratio": float(f"{paying_probability(held) / paying_probability(held_first):.4g}"),
         "kl_old": float(f"{mean([s.kl_old for s in stats]):.3g}"), "kl_base": float(f"{stats[-1].kl:.3g}"),
         "clip": round(mean([s.clip_fraction for s in stats]), 4),
         "entropy_before": round(stats[0].entropy_before, 4), "entropy_after": round(stats[-1].entropy, 4),
@@ -144,11 +161,12 @@ def main(args: argparse.Namespace) -> int:
         model = str(tiny_model(Path(tempfile.mkdtemp(prefix="arts-tiny-"))))
     temperature = ScientistConfig().temperature
     rows = []
+    grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
     for rank in args.rank:
         for steps in args.steps:
-            for lr in args.lr:
+            for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
                 row = {"model": args.model} | run_one(
-                    model, lr, steps, rank, args.updates, temperature, args.kl_max
+                    model, lr, steps, rank, args.updates, temperature, args.kl_max, grad
                 )
                 rows.append(row)
                 print(" ".join(f"{k}={row[k]}" for k in COLUMNS), flush=True)
@@ -170,6 +188,8 @@ if __name__ == "__main__":
     ap.add_argument("--rank", type=int, nargs="+", default=[8, 16])
     ap.add_argument("--updates", type=int, default=3)
     ap.add_argument("--kl-max", type=float, default=None, help="the KL bound per update (default: none)")
+    ap.add_argument("--prompt-grad", choices=["on", "off", "both"], default="on",
+                    help="back-propagate through the prompt (GRPOConfig.prompt_grad); both: each way")  # fmt: skip
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="CSV file for the table")
     raise SystemExit(main(ap.parse_args()))
