@@ -79,12 +79,8 @@ def method_of(cfg: SearchConfig) -> Method:
 def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = print) -> tuple[Run, Method]:
     method = method_of(cfg)
     task = resolve_task(cfg.task)
-    if task.config.kind == "answer" and task.config.answer is None:  # every node would be invalid
-        raise ValueError(
-            f"{task.root / 'task.toml'}: an answer task needs an [answer] section naming its deliverable and "
-            'the JSON schema it follows, e.g. [answer] file = "answer.json", schema = "answer_schema.json" '
-            "(the schema listed under material; see docs/tasks.md); nothing was run"
-        )
+    if why := task.unsearchable():  # every node would be invalid
+        raise ValueError(f"{why}; nothing was run")
     ledger = Ledger(store)
     meter = Meter(
         cfg.budget, task.config.kind, list(ledger.state.events.values()), ledger.meta("wall_s", 0.0)

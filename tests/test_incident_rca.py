@@ -149,7 +149,8 @@ def _answer_task(root: Path, toml: str, schema: str = '{"type": "object"}') -> P
 
 def test_an_answer_task_without_an_answer_section_stops_before_the_search(tmp_path: Path, capsys):
     """Written from the contract without [answer], every node would be invalid: `arts search` stops at
-    once with one line naming task.toml, the section and the fix, and leaves no run behind."""
+    once with one line naming task.toml, the section and the fix, and leaves no run behind; `arts tasks
+    check` says the same first."""
     from arts.search.cli.main import main
 
     toml = ANSWER_TASK.replace('[answer]\nfile = "answer.json"\nschema = "schema.json"\n', "")
@@ -158,6 +159,9 @@ def test_an_answer_task_without_an_answer_section_stops_before_the_search(tmp_pa
     err = capsys.readouterr().err
     assert "needs an [answer] section" in err and "task.toml" in err and "Traceback" not in err
     assert not (tmp_path / "run").exists()
+    assert main(["tasks", "check", str(root)]) == 1  # the check says so first
+    err = capsys.readouterr().err
+    assert "needs an [answer] section" in err and "docs/tasks.md" in err and "ok" not in err
 
 
 def test_an_answer_task_with_a_good_schema_loads(tmp_path: Path):

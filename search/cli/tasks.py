@@ -83,6 +83,9 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
         seed = f"no seed answer (the investigator writes {', '.join(task.config.editable)})"
     else:
         seed = "seedless (first nodes are drafts)"
+    if why := task.unsearchable():
+        print(f"{why}; a search would stop before its first node", file=sys.stderr)
+        return 1
     print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
     if args.no_run or task.seedless or task.config.evaluate is None:
         return 0
