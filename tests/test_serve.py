@@ -292,3 +292,20 @@ def test_a_schema_without_a_grammar_is_a_400_and_the_server_keeps_serving(oc):
         message = error.value.body["message"]
         assert message.startswith("response_format: ") and reason in message and ".cc" not in message, message
     assert oc.chat.completions.create(model="tiny", messages=HI, max_tokens=3).usage.completion_tokens == 3
+
+
+def test_an_answer_that_broke_off_is_a_500_not_a_finish_reason_clients_do_not_know(watched):
+    """Decoding that stopped on an error (a grammar that rejected a token) is a server error with the
+    reason, never `finish_reason: "error"`, which is not one of OpenAI's."""
+    from arts.policy.base import Completion
+
+    class Broken(Plain):
+        def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
+            return [[Completion(text='{"a', finish_reason="error", error="grammar rejected token 7")]]
+
+    with serving(build_app(Broken(watched.inner), served_name="tiny")) as url:
+        client = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        with pytest.raises(openai.InternalServerError) as error:
+            client.chat.completions.create(model="tiny", messages=HI, max_tokens=3)
+    message = error.value.body["message"]
+    assert "decoding broke off: grammar rejected token 7" in message and "Traceback" not in message

@@ -153,6 +153,11 @@ def build_app(
                     raise
                 except Exception as e:  # answered here: starlette's last-resort handler drops the connection
                     raise ApiError(500, f"internal error: {type(e).__name__}: {e}", "server_error") from e
+            broken = next((c for c in out[0] if c.finish_reason == "error"), None)
+            if broken is not None:  # not a finish_reason OpenAI's clients know: the answer broke off
+                raise ApiError(
+                    500, f"decoding broke off: {broken.error}; nothing was returned", "server_error"
+                )
             return out[0]
 
         if req.stream:
