@@ -31,6 +31,7 @@ from arts.search.seeds import Seeds
 from arts.search.store import Store
 from arts.tasks.base import resolve_task
 from arts.tasks.isolation import probe
+from arts.tasks.problems import unsearchable
 
 WARM = "warm-start"
 """The name a warm-start adapter (`scientist.adapter`) is loaded under on the scientist's backend."""
@@ -79,7 +80,7 @@ def method_of(cfg: SearchConfig) -> Method:
 def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = print) -> tuple[Run, Method]:
     method = method_of(cfg)
     task = resolve_task(cfg.task)
-    if why := task.unsearchable():  # every node would be invalid
+    if why := unsearchable(task.root, task.config):  # every node would be invalid
         raise ValueError(f"{why}; nothing was run")
     ledger = Ledger(store)
     meter = Meter(

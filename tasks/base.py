@@ -246,18 +246,6 @@ class Task:
     def seedless(self) -> bool:
         return not self.seed_files()
 
-    def unsearchable(self) -> str | None:
-        """Why a search of this task would spend its whole budget on invalid nodes, with the fix; None when
-        nothing known at the start stops it. Loading accepts such a task (a part of arts may use it
-        without searching it); `arts search` and `arts tasks check` refuse it."""
-        if self.config.kind == "answer" and self.config.answer is None:
-            return (
-                f"{self.root / 'task.toml'}: an answer task needs an [answer] section naming its deliverable "
-                'and the JSON schema it follows, e.g. [answer] file = "answer.json", schema = '
-                '"answer_schema.json" (the schema listed under material; see docs/tasks.md)'
-            )
-        return None
-
     def answer_schema(self) -> dict | None:
         """The parsed JSON schema of the deliverable (`[answer] schema`), or None when the task has none."""
         if self.config.answer is None:

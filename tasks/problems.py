@@ -125,3 +125,16 @@ def shown_and_hidden(config: TaskConfig) -> list[str]:
                 "shown to the search (material) or kept from it (hidden): remove it from one of the lists"
             )
     return problems
+
+
+def unsearchable(root: Path, config: TaskConfig) -> str | None:
+    """Why a search of the task at `root` would spend its whole budget on invalid nodes, with the fix; None
+    when nothing known at the start stops it. Loading accepts such a task (a part of arts may use it
+    without searching it); `arts search` and `arts tasks check` refuse it."""
+    if config.kind == "answer" and config.answer is None:
+        return (
+            f"{root / 'task.toml'}: an answer task needs an [answer] section naming its deliverable and the "
+            'JSON schema it follows, e.g. [answer] file = "answer.json", schema = "answer_schema.json" (the '
+            "schema listed under material; see docs/tasks.md)"
+        )
+    return None

@@ -71,6 +71,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     first node would meet it: an evaluator that writes a wrong result fails here with the reason `arts eval`
     gives, not as a whole budget of invalid nodes."""
     from arts.tasks.base import TaskError, load_task
+    from arts.tasks.problems import unsearchable
 
     try:
         task = load_task(args.dir)
@@ -83,7 +84,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
         seed = f"no seed answer (the investigator writes {', '.join(task.config.editable)})"
     else:
         seed = "seedless (first nodes are drafts)"
-    if why := task.unsearchable():
+    if why := unsearchable(task.root, task.config):
         print(f"{why}; a search would stop before its first node", file=sys.stderr)
         return 1
     print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
