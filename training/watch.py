@@ -107,11 +107,8 @@ def stated_probabilities(
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     prompt_ids = backend.encode_prompt(prompt)
     out: list[tuple[float, float] | None] = []
-    candidate = 0
-    while (start := value_start(tok, tokens, candidate)) is not None or tok.decode(tokens).count(
-        PROBABILITY
-    ) > candidate:
-        candidate += 1
+    for candidate in range(tok.decode(tokens).count(PROBABILITY)):
+        start = value_start(tok, tokens, candidate)
         if start is None:
             out.append(None)
             continue

@@ -45,9 +45,6 @@ COUNTED = {
     "nodes": r"nodes?|experiments?|runs?|programs?|candidates?|children|edits?|changes?",
 }
 """What a count may count, by the words around it; the first that matches decides."""
-_COUNT_AFTER = re.compile(
-    r"^\s*(?:(?:of|out of)\s+\d+\s+)?(?:[a-z]+\s+){0,2}?(?P<what>[a-z]+)", re.IGNORECASE
-)
 _COUNT_BEFORE = re.compile(r"(?P<what>[a-z]+)\s*[:=]?\s*(?:of|out of)?\s*$", re.IGNORECASE)
 _SECONDS = re.compile(r"^\s*(?:seconds?|secs?|s)\b", re.IGNORECASE)
 _SETTING = re.compile(
