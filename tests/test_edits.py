@@ -48,7 +48,7 @@ def _members(schema: type) -> dict[str, list[type]]:
 
 def test_list_targets_finds_upper_case_constants_and_top_level_functions():
     targets = list_targets(SAMPLE)
-    assert targets.constants == {"RADIUS": "0.1", "COUNT": "5", "NAME": '"grid"'}
+    assert targets.constants == {"RADIUS": "0.1", "COUNT": "5", "NAME": '"grid"', "one": "1"}  # one's return
     assert list(targets.functions) == ["place", "score", "one"]
     assert targets.functions["place"].startswith("xs = []\nfor i in range(n):\n    xs.append")
     assert targets.functions["one"] == "return 1"
@@ -67,7 +67,7 @@ def test_schema_enums_hold_exactly_the_files_names_and_lines():
     )
     # one set_return branch per function ending in a one-line return (all three here)
     assert [_enum(m, "function") for m in members["set_return"]] == [["place"], ["score"], ["one"]]
-    assert [_enum(m, "name") for m in members["set_constant"]] == [["COUNT"], ["RADIUS"], ["NAME"]]
+    assert [_enum(m, "name") for m in members["set_constant"]] == [["COUNT", "one"], ["RADIUS"], ["NAME"]]
     assert _enum(function_model, "name") == ["place", "score", "one"]
     expected = [anchor(n, line) for n, line in enumerate(_lines(SAMPLE), 1) if line.strip()]
     assert _enum(lines_model, "start") == expected and _enum(lines_model, "end") == expected
@@ -132,6 +132,15 @@ def test_set_constant_applies():
     assert "RADIUS = 0.25\n" in out and out.replace("0.25", "0.1", 1) == SAMPLE
     out = apply_edit(FILES, SetConstant(name="COUNT", value="7"))["solution.py"]
     assert "COUNT: int = 7\n" in out
+
+
+def test_the_number_a_function_only_returns_is_a_constant_set_in_place():
+    files = {
+        "solution.py": 'def answer():\n    """Doc."""\n    return -0.25\n\n\ndef two(x):\n    y = x\n    return 2\n'
+    }
+    assert list_targets(files["solution.py"]).constants == {"answer": "-0.25"}  # two does more than return
+    out = apply_edit(files, SetConstant(name="answer", value="0.5"))["solution.py"]
+    assert out == files["solution.py"].replace("return -0.25", "return 0.5")
 
 
 def test_replace_function_keeps_signature_and_docstring_and_normalises_indentation():

@@ -3,7 +3,8 @@
 Found by parsing a Python file, never by running it. The executor's action schemas and appliers
 (`policy.edits.apply`), its prompt, the random-mutation baseline (`policy.edits.mutation`) and the search's directed
 targets all read a program through this module, so they agree on what exists: a module-level UPPER_CASE
-constant (and each number of one that is a short literal list or tuple, `SIZES#1`), a top-level function (with its body, docstring left out), a function ending in a one-line
+constant (and each number of one that is a short literal list or tuple, `SIZES#1`; and the number a function
+returns when that is its whole body, under the function's name), a top-level function (with its body, docstring left out), a function ending in a one-line
 `return` of an expression, and a line named by its number and stripped text.
 Not done: class attributes and methods (only `replace_lines` reaches inside a class), and other
 languages (a file that is not Python has no targets).
@@ -57,7 +58,8 @@ def span(text: str, node: ast.AST) -> tuple[int, int]:
 
 def constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
     """Module-level UPPER_CASE assignments (plain or annotated): name → value expression; a literal list
-    or tuple of numbers adds each number as `NAME#k`."""
+    or tuple of numbers adds each number as `NAME#k`; a top-level function whose whole body returns a
+    number (`def answer(): return 0.25`) adds that number under the function's name (`returned_number`)."""
     out: dict[str, ast.expr] = {}
     for stmt in tree.body:
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
@@ -69,6 +71,9 @@ def constant_nodes(tree: ast.Module) -> dict[str, ast.expr]:
         if name.isupper():  # UPPER_CASE
             out[name] = value
             out |= _elements(name, value)
+    for name, fn in function_nodes(tree).items():
+        if (value := returned_number(fn)) is not None:
+            out.setdefault(name, value)
     return out
 
 
@@ -81,6 +86,17 @@ def _elements(name: str, value: ast.expr) -> dict[str, ast.expr]:
     if not all(number(ast.unparse(e)) is not None for e in value.elts):
         return {}
     return {f"{name}#{k}": e for k, e in enumerate(value.elts, 1)}
+
+
+def returned_number(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.expr | None:
+    """The number literal a function returns when its body (docstring aside) is that one `return`: a
+    constant in all but name. The README's first task is such a function; without it as a target, the
+    135M default had no move to offer and wrote 5 of 5 invalid free hypotheses ("drew 0.2")."""
+    body = body_statements(fn)
+    if len(body) != 1 or not isinstance(body[0], ast.Return) or body[0].value is None:
+        return None
+    value = body[0].value
+    return value if number(ast.unparse(value)) is not None else None
 
 
 def function_nodes(tree: ast.Module) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
