@@ -63,8 +63,9 @@ def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_
 
 
 def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, tiny_backend):
-    """The class's expected stated probability over its list's: shares that sum to 1, the base model's own
-    under a fresh adapter; a list that does not offer the class is not scored."""
+    """The class's probability of being written where it stands times its expected stated probability over
+    its list's (shares that sum to 1), the base model's own under a fresh adapter; a list that does not
+    offer the class is not scored."""
     from types import SimpleNamespace
 
     import torch
@@ -81,8 +82,10 @@ def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, 
     stated = stated_probabilities(tiny_backend, PROMPT, SCHEMA, tokens, ADAPTER)
     assert len(stated) == 4 and all(0 < a == b < 1 for a, b in stated)
     shares = [measure(tiny_backend, [rollout], m.split(" by")[0], ADAPTER) for m in MOVES]
-    assert all(s["measure"] == "draw weight" and s["ratio"] == 1.0 for s in shares)
+    assert all(s["measure"] == "draw probability" and s["ratio"] == 1.0 for s in shares)
     assert sum(s["weight"] for s in shares) == pytest.approx(1.0)
+    assert all(0 < s["offer"] == s["offer_base"] <= 1 for s in shares)  # writing the class where it stands
+    assert all(s["draw"] == pytest.approx(s["offer"] * s["weight"]) for s in shares)
     with torch.no_grad():  # the adapter moves: the measure moves with it
         for name, p in tiny_backend.model.named_parameters():
             if f".{ADAPTER}." in name and "lora_B" in name:

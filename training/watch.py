@@ -1,14 +1,16 @@
 """Is the scientist learning what pays? How much more the adapter favours a class of moves than the base.
 
 A class of moves is the start of a hypothesis ("increase STEPS": a verb and a target). The harness lays
-out which moves a verbalized list offers (each position its menu); the scientist's choice among them is
-the probability it states for each, which the draw follows. So, on a sampled list that offers the class,
-the measure is its draw weight: its expected stated probability (to one decimal, under the proposal
-grammar at the sampling temperature, everything before the value as sampled) over the sum of the list's,
-under the adapter in force and under the base model. Scored on a prompt the adapter has not trained on, it
-is held out: `search.learning` takes each update's newest round before the update trains on it. For
-actions stored without their sampled tokens (a served scientist's), the measure is the log-prob of
-writing the class as the first candidate.
+out which moves a verbalized list offers (each position its menu); the scientist chooses two things: which
+move of its menu a position writes, and the probability it states for it, which the draw follows. So, on
+a sampled list that offers the class at position i, the measure is its draw probability: the probability
+of writing the class at i (everything before it as sampled) times its draw weight there (its expected
+stated probability, to one decimal, over the sum of the list's). Both are taken under the proposal
+grammar at the sampling temperature, under the adapter in force and under the base model, and reported
+apart as well (`offer`, `weight`). Scored on a prompt the adapter has not trained on, it is held out:
+`search.learning` takes each update's newest round before the update trains on it. For actions stored
+without their sampled tokens (a served scientist's), the measure is the log-prob of writing the class as
+the first candidate.
 
 Not measured here: whether the class pays (that is the task's; a probe task declares its paying class).
 """
@@ -67,22 +69,63 @@ def class_logprobs(
 PROBABILITY = '"probability": '
 
 
-def value_start(tokenizer: Any, tokens: list[int], candidate: int) -> int | None:
-    """The index of the token that begins the stated probability of candidate `candidate` (0-based) in a
-    sampled list, or None when no token boundary falls exactly there."""
+def value_start(tokenizer: Any, tokens: list[int], candidate: int, key: str = PROBABILITY) -> int | None:
+    """The index of the token that begins the value after `key` (the stated probability by default) of
+    candidate `candidate` (0-based) in a sampled list, or None when no token boundary falls exactly there."""
     text, at = tokenizer.decode(tokens), -1
     for _ in range(candidate + 1):
-        at = text.find(PROBABILITY, at + 1)
+        at = text.find(key, at + 1)
         if at < 0:
             return None
-    at += len(PROBABILITY)
+    return boundary(tokenizer, tokens, at + len(key), exact=True)
+
+
+def boundary(tokenizer: Any, tokens: list[int], at: int, exact: bool = False) -> int | None:
+    """The first token index whose decoded prefix reaches character `at`; with `exact`, None unless it
+    ends there."""
     for i in range(len(tokens) + 1):
         n = len(tokenizer.decode(tokens[:i]))
-        if n == at:
-            return i
-        if n > at:
-            return None
+        if n >= at:
+            return None if exact and n > at else i
     return None
+
+
+def offer_probability(
+    backend: Any,
+    prompt: list[dict[str, Any]],
+    json_schema: dict[str, Any],
+    tokens: list[int],
+    candidate: int,
+    move: str,
+    adapter: str,
+    temperature: float = 1.0,
+) -> tuple[float, float] | None:
+    """(Under `adapter`, under the base) the probability that candidate `candidate` of a sampled list
+    begins its hypothesis with `move`, everything before that as sampled: the sampled tokens that spell
+    the move (to the first token boundary at or past its end), under the proposal grammar at
+    `temperature`. None when the hypothesis does not start on a token boundary or does not start with
+    `move`."""
+    tok = backend.tokenizer
+    start = value_start(tok, tokens, candidate, HYPOTHESIS)
+    if start is None:
+        return None
+    at = len(tok.decode(tokens[:start]))
+    if not tok.decode(tokens)[at:].startswith(move):
+        return None
+    end = boundary(tok, tokens, at + len(move))
+    if end is None:
+        return None
+    masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:end])
+    if rejected is not None:
+        return None
+    target = ActionTarget(tokens[start:end], masks[start:end].clone())
+    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
+    prompt_ids = backend.encode_prompt(prompt) + tokens[:start]
+    with adapter_scope(backend.model, adapter):
+        tuned = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
+    with base_model(backend.model):
+        base = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
+    return math.exp(math.fsum(tuned)), math.exp(math.fsum(base))
 
 
 def stated_probabilities(
@@ -141,10 +184,10 @@ def measure(
     `prompt`, `json_schema`, `action`, `candidates` and `tokens`, as `search.state.Rollout`), as the
     payload of a `watch` event; None when it cannot be scored.
 
-    With sampled lists: its draw weight (its expected stated probability over the sum of its list's) in
-    the first list that offers it. The harness lays out which moves a list offers; the scientist's
-    choice among them is the probability it states, which the draw follows. Without tokens: the
-    log-prob of writing it first (`class_logprobs`)."""
+    With sampled lists, in the first list that offers it: its draw probability, the probability of
+    writing it where the list wrote it (`offer_probability`) times its draw weight there (its expected
+    stated probability over the sum of its list's, `stated_probabilities`); `ratio` is the adapter's over
+    the base's. Without tokens: the log-prob of writing it first (`class_logprobs`)."""
     offered = [
         (r, i) for r in rollouts if r.tokens
         for i, c in enumerate(r.candidates) if str(c.get("hypothesis", "")).startswith(move)
@@ -154,9 +197,16 @@ def measure(
         stated = stated_probabilities(backend, r.prompt, r.json_schema or {}, r.tokens, adapter, temperature)
         if any(s is None for s in stated) or i >= len(stated):
             return None
-        tuned, base = (stated[i][j] / math.fsum(s[j] for s in stated) for j in (0, 1))
-        return {"scored": True, "measure": "draw weight", "stated": stated[i][0], "stated_base": stated[i][1],
-                "weight": tuned, "weight_base": base, "ratio": tuned / base}  # fmt: skip
+        offer = offer_probability(
+            backend, r.prompt, r.json_schema or {}, r.tokens, i, move, adapter, temperature
+        )
+        if offer is None:
+            return None
+        weight, weight_base = (stated[i][j] / math.fsum(s[j] for s in stated) for j in (0, 1))
+        draw, draw_base = offer[0] * weight, offer[1] * weight_base
+        return {"scored": True, "measure": "draw probability", "draw": draw, "draw_base": draw_base,
+                "offer": offer[0], "offer_base": offer[1], "stated": stated[i][0], "stated_base": stated[i][1],
+                "weight": weight, "weight_base": weight_base, "ratio": draw / draw_base}  # fmt: skip
     if any(r.tokens for r in rollouts) or not rollouts:
         return None  # sampled lists, none of which offers the move
     last = rollouts[-1]
