@@ -119,3 +119,25 @@ def beats_parent(
     if not _valid(score):
         return config.invalid
     return 1.0 if _valid(parent_score) and score > parent_score else 0.0
+
+
+@register("gain_sign")
+def gain_sign(
+    score: float | None,
+    history: Sequence[float],
+    *,
+    parent_score: float | None = None,
+    config: RewardConfig,
+) -> float:
+    """1.0 above the parent's score, -1.0 below it, 0.0 for a tie: did the move pay, or hurt?
+
+    `beats_parent` with the harm counted: a round whose moves all failed to pay still carries a signal
+    when some of them made things worse than others (on the probes, `increase TOL` lowered the score 20
+    times in 20 and `beats_parent` gave no signal in 35 of 40 rounds, this reward in 5 of 40). 0.0 when
+    there is no valid parent score; an invalid node gets `config.invalid`.
+    """
+    if not _valid(score):
+        return config.invalid
+    if not _valid(parent_score):
+        return 0.0
+    return 1.0 if score > parent_score else -1.0 if score < parent_score else 0.0

@@ -12,7 +12,8 @@ bootstrap 95% interval stratified by task (`search.bench.metrics.mean_ci`). The 
 adapter); each update starts at ratio 1 under the replayed adapter, as an on-policy update would.
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
-       [--reward beats_parent] [--prompt-grad on|off|both] [--json out.json]
+       [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
+       [--watch "decrease TOL"] [--json out.json]
 """
 
 from __future__ import annotations
@@ -33,14 +34,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
-from arts.rewards import RewardConfig  # noqa: E402
+from arts.rewards import RewardConfig, is_degenerate  # noqa: E402
 from arts.search.bench.metrics import mean_ci  # noqa: E402
 from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.rollout_rewards import due_rewards  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.credit import CreditAction, base_span_logprobs, credit  # noqa: E402
 from arts.training.grpo import GRPOConfig  # noqa: E402
-from arts.training.ttt import ActionGroup, Trainer  # noqa: E402
+from arts.training.ttt import ADAPTER, ActionGroup, Trainer  # noqa: E402
+from arts.training.watch import measure  # noqa: E402
 
 
 def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
@@ -64,15 +66,15 @@ def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
 
 def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
-    prompt_grad: bool = True,
+    prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None,
 ) -> dict:  # fmt: skip
-    backend = TransformersBackend(model, seed=seed)
+    backend = TransformersBackend(model, seed=seed, dtype=dtype)
     trainer = Trainer(
         backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad), Path(tempfile.mkdtemp()),
         temperature=temperature, seed=seed,
     )  # fmt: skip
     trainer.start()
-    actions, kls, updates, seconds = [], [], 0, 0.0
+    actions, kls, updates, seconds, ratio0, watched = [], [], 0, 0.0, 0.0, []
     for members in groups:
         first = members[0]
         full = {}  # each sampled list scored once under the adapter in force
@@ -90,6 +92,9 @@ def replay(
         ]
         if any(b is None for b in based):
             continue
+        if updates and watch and (got := measure(backend, members, watch, ADAPTER, temperature)):
+            watched.append({"round": first.round, "updates": updates, "ratio": got["ratio"],
+                            **{k: got[k] / got[f"{k}_base"] for k in ("offer", "weight") if k in got}})  # fmt: skip
         if updates:  # the adapter has seen only earlier rounds: this group is held out
             actions += [
                 CreditAction(first.group, r.reward, math.fsum(o), b[0])
@@ -101,13 +106,16 @@ def replay(
             group.tokens = first.tokens
         else:
             group.action_tokens = [r.tokens for r in members]
+        if not is_degenerate(group.rewards):  # the first step's log-ratio, as the update will take it
+            ratio0 = max(ratio0, trainer.first_ratio(group))
         result = trainer.update([group])
         if result.applied:
             updates += 1
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "updates": updates,
+    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "dtype": dtype, "ratio0": ratio0,
+            "updates": updates, "watch": watched,
             "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
             **check.model_dump()}  # fmt: skip
 
@@ -150,6 +158,11 @@ def main() -> int:
                     "(default: the rewards the run stored; a run without TTT stores none)")  # fmt: skip
     ap.add_argument("--prompt-grad", choices=["on", "off", "both"], default="on",
                     help="back-propagate through the prompt (GRPOConfig.prompt_grad); both: replay each way")  # fmt: skip
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="the weights' dtype (ratio0, printed per run, is how far the first step's log-ratio"
+                    " strays from 0 under it)")  # fmt: skip
+    ap.add_argument("--watch", default=None, help='a class of moves ("decrease TOL") whose held-out draw '
+                    "probability (training.watch) is taken before each update after the first")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -163,7 +176,15 @@ def main() -> int:
         for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
             t0 = time.perf_counter()
             row = replay(
-                cfg.scientist_model.model, groups, lr, args.steps, cfg.seed, cfg.scientist.temperature, grad
+                cfg.scientist_model.model,
+                groups,
+                lr,
+                args.steps,
+                cfg.seed,
+                cfg.scientist.temperature,
+                grad,
+                args.dtype,
+                args.watch,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]
@@ -171,7 +192,12 @@ def main() -> int:
                 f"  lr {lr:g}, prompt gradient {'on' if grad else 'off'}: {row['updates']} updates "
                 f"({'-' if u is None else f'{u:.1f}'} s each), KL to base at the last "
                 f"{row['kl_last'] or 0:.2e}/token, held-out concordance {'-' if c is None else f'{c:.3f}'} "
-                f"over {row['pairs']} pairs ({time.perf_counter() - t0:.0f}s)",
+                f"over {row['pairs']} pairs, first-step |log-ratio| up to {row['ratio0']:.2g} "
+                f"({time.perf_counter() - t0:.0f}s)"
+                + "".join(
+                    f"\n    watch round {w['round']} after {w['updates']} updates: x{w['ratio']:.3f}"
+                    for w in row["watch"]
+                ),  # fmt: skip
                 flush=True,
             )
         runs.append({"run": str(run_dir), "task": cfg.task, "rows": rows})

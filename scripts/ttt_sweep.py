@@ -11,6 +11,8 @@ Per configuration, over `--updates` updates from a fresh adapter:
     first update and after the last, and their ratio;
   - gain_held, p_held_ratio: the same on a later state of the search the updates never trained on
     (held out: does what an update learnt carry to the next prompt?);
+  - ratio0: the largest |new - old| log-prob of an action token at the first step (where the ratio must
+    be 1: old from the sampling-time scoring, new from the training forward), the dtype's consistency;
   - kl_old: the mean per-token KL of one update (to the policy that sampled its group); kl_base: the
     adapter's KL to the base model after the last update; clip: the mean clip fraction; entropy before and
     after; seconds per update.
@@ -21,7 +23,7 @@ template (`--model tiny`, as the tests use), or `embedded` / a local model folde
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/ttt_sweep.py [--model tiny] [--lr 2e-4 1e-3 3e-3 1e-2]
        [--steps 1 2 4 8] [--rank 8 16] [--updates 3] [--kl-max X] [--prompt-grad on|off|both]
-       [--out docs/ttt-sweep.csv]
+       [--dtype float32|bfloat16|both] [--out docs/ttt-sweep.csv]
 """
 
 from __future__ import annotations
@@ -78,8 +80,8 @@ REWARDS = [1.0, 0.0, 0.0, 0.0]
 SCHEMA = None
 """No proposal schema: each action is scored under the single-action grammar of its own parent."""
 COLUMNS = [
-    "model", "lr", "steps", "rank", "kl_max", "prompt_grad", "updates", "steps_taken", "gain", "gain_held",
-    "p_base", "p_last", "p_ratio", "p_held_ratio", "kl_old", "kl_base", "clip", "entropy_before", "entropy_after", "update_s",
+    "model", "dtype", "lr", "steps", "rank", "kl_max", "prompt_grad", "updates", "steps_taken", "gain", "gain_held",
+    "p_base", "p_last", "p_ratio", "p_held_ratio", "ratio0", "kl_old", "kl_base", "clip", "entropy_before", "entropy_after", "update_s",
 ]  # fmt: skip
 
 
@@ -121,17 +123,20 @@ def run_one(
     temperature: float,
     kl_max: float | None,
     prompt_grad: bool = True,
+    dtype: str = "float32",
 ) -> dict:
     """One configuration from a fresh adapter: `updates` updates on the menu group."""
-    backend = TransformersBackend(model, seed=0)
+    backend = TransformersBackend(model, seed=0, dtype=dtype)
     config = GRPOConfig(lr=lr, steps=steps, lora_rank=rank, lora_alpha=2.0 * rank, kl_max=kl_max,
                         prompt_grad=prompt_grad)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp(prefix="arts-sweep-")), temperature=temperature)
     trainer.start()
     first, held_first = menu_logprobs(trainer), menu_logprobs(trainer, HELD_OUT)
-    now, stats, seconds = first, [], 0.0
+    now, stats, seconds, ratio0 = first, [], 0.0, None
     for _ in range(updates):
         old = trainer.old_logprobs(PROMPT, SCHEMA, MENU)
+        if ratio0 is None:
+            ratio0 = trainer.first_ratio(ActionGroup(PROMPT, SCHEMA, MENU, REWARDS, old))
         t0 = time.perf_counter()
         result = trainer.update([ActionGroup(PROMPT, SCHEMA, MENU, REWARDS, old)])
         seconds += time.perf_counter() - t0
@@ -141,13 +146,13 @@ def run_one(
     p_base, p_last = paying_probability(first), paying_probability(now)
     held = menu_logprobs(trainer, HELD_OUT)
     return {
-        "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "prompt_grad": prompt_grad,
+        "dtype": dtype, "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "prompt_grad": prompt_grad,
         "updates": updates, "steps_taken": round(mean([s.steps for s in stats]), 2),
         "gain": round((now[0] - first[0]) / updates, 4), "gain_held": round((held[0] - held_first[0]) / updates, 4),
         "p_base": float(f"{p_base:.4g}"), "p_last": float(f"{p_last:.4g}"),
         "p_ratio": float(f"{p_last / p_base:.4g}"),
         "p_held_ratio": float(f"{paying_probability(held) / paying_probability(held_first):.4g}"),
-        "kl_old": float(f"{mean([s.kl_old for s in stats]):.3g}"), "kl_base": float(f"{stats[-1].kl:.3g}"),
+        "ratio0": float(f"{ratio0:.3g}"), "kl_old": float(f"{mean([s.kl_old for s in stats]):.3g}"), "kl_base": float(f"{stats[-1].kl:.3g}"),
         "clip": round(mean([s.clip_fraction for s in stats]), 4),
         "entropy_before": round(stats[0].entropy_before, 4), "entropy_after": round(stats[-1].entropy, 4),
         "update_s": round(seconds / updates, 3),
@@ -162,14 +167,14 @@ def main(args: argparse.Namespace) -> int:
     temperature = ScientistConfig().temperature
     rows = []
     grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
-    for rank in args.rank:
-        for steps in args.steps:
-            for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
-                row = {"model": args.model} | run_one(
-                    model, lr, steps, rank, args.updates, temperature, args.kl_max, grad
-                )
-                rows.append(row)
-                print(" ".join(f"{k}={row[k]}" for k in COLUMNS), flush=True)
+    dtypes = ["float32", "bfloat16"] if args.dtype == "both" else [args.dtype]
+    for rank, steps, dtype in ((r, s, d) for r in args.rank for s in args.steps for d in dtypes):
+        for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
+            row = {"model": args.model} | run_one(
+                model, lr, steps, rank, args.updates, temperature, args.kl_max, grad, dtype
+            )
+            rows.append(row)
+            print(" ".join(f"{k}={row[k]}" for k in COLUMNS), flush=True)
     if args.out:
         with open(args.out, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=COLUMNS)
@@ -190,6 +195,12 @@ if __name__ == "__main__":
     ap.add_argument("--kl-max", type=float, default=None, help="the KL bound per update (default: none)")
     ap.add_argument("--prompt-grad", choices=["on", "off", "both"], default="on",
                     help="back-propagate through the prompt (GRPOConfig.prompt_grad); both: each way")  # fmt: skip
+    ap.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16", "both"],
+        default="float32",
+        help="the weights' dtype (the adapter's stays float32, as peft keeps it)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="CSV file for the table")
     raise SystemExit(main(ap.parse_args()))

@@ -12,7 +12,7 @@ from arts.rewards import (
     is_degenerate,
     reward_names,
 )
-from arts.rewards.functions import beats_parent, best_only, improvement, percentile, rank, raw
+from arts.rewards.functions import beats_parent, best_only, gain_sign, improvement, percentile, rank, raw
 
 CFG = RewardConfig()
 
@@ -68,6 +68,16 @@ def test_beats_parent_rewards_the_move_not_where_it_was_made():
     assert beats_parent(3.0, [], parent_score=None, config=CFG) == 0.0  # no parent to beat
 
 
+def test_gain_sign_counts_harm_apart_from_a_tie():
+    """A round of moves that all failed to pay still ranks them: the harmful below the idle."""
+    assert gain_sign(2.0, [], parent_score=1.0, config=CFG) == 1.0
+    assert gain_sign(1.0, [], parent_score=1.0, config=CFG) == 0.0
+    assert gain_sign(0.5, [], parent_score=1.0, config=CFG) == -1.0
+    assert gain_sign(None, [], parent_score=1.0, config=RewardConfig(invalid=-1.0)) == -1.0
+    assert gain_sign(3.0, [], parent_score=None, config=CFG) == 0.0
+    assert not is_degenerate([gain_sign(s, [], parent_score=1.0, config=CFG) for s in (1.0, 1.0, 0.2, 0.9)])
+
+
 def test_best_only():
     assert best_only(3.0, [1.0, 2.0], config=CFG) == 1.0
     assert best_only(2.0, [1.0, 2.0], config=CFG) == 0.0  # a tie is not a new best
@@ -98,7 +108,15 @@ def test_improvement():
 
 
 def test_registry_lookup_by_name():
-    assert reward_names() == ["beats_parent", "best_only", "improvement", "percentile", "rank", "raw"]
+    assert reward_names() == [
+        "beats_parent",
+        "best_only",
+        "gain_sign",
+        "improvement",
+        "percentile",
+        "rank",
+        "raw",
+    ]
     assert get_reward("percentile") is percentile
     assert compute_reward(3.0, [1.0, 2.0], config=RewardConfig(name="rank")) == 1.0
     assert group_rewards([3.0, None, 0.0], [1.0, 2.0], config=RewardConfig(name="percentile")) == [
@@ -130,7 +148,9 @@ def test_module_attr_fallback(tmp_path, monkeypatch):
 
 
 def test_unknown_name_lists_known_names():
-    with pytest.raises(KeyError, match="known: beats_parent, best_only, improvement, percentile, rank, raw"):
+    with pytest.raises(
+        KeyError, match="known: beats_parent, best_only, gain_sign, improvement, percentile, rank, raw"
+    ):
         get_reward("percentil")
     with pytest.raises(KeyError, match="cannot import"):
         get_reward("no_such_module_xyz:fn")
