@@ -119,9 +119,10 @@ class TTTConfig(BaseModel):
     """How an action's score becomes its reward."""
     watch: str | None = None
     """A class of moves to watch, as a hypothesis starts ("increase STEPS"): before each update, its draw
-    weight in a list of the newest round (its expected stated probability over the list's), under the
-    adapter in force and under the base model, on a prompt that adapter has not trained on
-    (`training.watch`; a `watch` event, shown by the console).
+    probability in a list of the newest round (the probability of writing it where the list offers it,
+    times its expected stated probability over the list's), under the adapter in force and under the base
+    model, on a prompt that adapter has not trained on (`training.watch`; a `watch` event, shown by the
+    console).
     Unset: a probe task's own paying class, if the task declares one."""
 
 
