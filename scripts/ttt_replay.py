@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
-from arts.rewards import RewardConfig, is_degenerate  # noqa: E402
+from arts.rewards import RewardConfig  # noqa: E402
 from arts.search.bench.metrics import mean_ci  # noqa: E402
 from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.rollout_rewards import due_rewards  # noqa: E402
@@ -106,9 +106,8 @@ def replay(
             group.tokens = first.tokens
         else:
             group.action_tokens = [r.tokens for r in members]
-        if not is_degenerate(group.rewards):  # the first step's log-ratio, as the update will take it
-            ratio0 = max(ratio0, trainer.first_ratio(group))
         result = trainer.update([group])
+        ratio0 = max(ratio0, result.stats.old_drift)
         if result.applied:
             updates += 1
             kls.append(result.stats.kl)
@@ -159,8 +158,8 @@ def main() -> int:
     ap.add_argument("--prompt-grad", choices=["on", "off", "both"], default="on",
                     help="back-propagate through the prompt (GRPOConfig.prompt_grad); both: replay each way")  # fmt: skip
     ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
-                    help="the weights' dtype (ratio0, printed per run, is how far the first step's log-ratio"
-                    " strays from 0 under it)")  # fmt: skip
+                    help="the weights' dtype (ratio0, printed per run: how far the old log-probs scored at"
+                    " sampling time are from the update's own first forward under it)")  # fmt: skip
     ap.add_argument("--watch", default=None, help='a class of moves ("decrease TOL") whose held-out draw '
                     "probability (training.watch) is taken before each update after the first")  # fmt: skip
     ap.add_argument("--json", type=Path)
@@ -192,7 +191,7 @@ def main() -> int:
                 f"  lr {lr:g}, prompt gradient {'on' if grad else 'off'}: {row['updates']} updates "
                 f"({'-' if u is None else f'{u:.1f}'} s each), KL to base at the last "
                 f"{row['kl_last'] or 0:.2e}/token, held-out concordance {'-' if c is None else f'{c:.3f}'} "
-                f"over {row['pairs']} pairs, first-step |log-ratio| up to {row['ratio0']:.2g} "
+                f"over {row['pairs']} pairs, sampling-time old log-probs off by up to {row['ratio0']:.2g} "
                 f"({time.perf_counter() - t0:.0f}s)"
                 + "".join(
                     f"\n    watch round {w['round']} after {w['updates']} updates: x{w['ratio']:.3f}"

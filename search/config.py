@@ -66,8 +66,9 @@ class ModelConfig(BaseModel):
     """Dollars per million input, cached and output tokens; turns usage into money for `budget.dollars`."""
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     """Weights' dtype of a local backend (transformers, vllm). auto: bfloat16 on a GPU; on a CPU with native
-    bf16 (avx512_bf16, AMX), bfloat16 unless TTT trains this model, where float32 keeps sampled and
-    rescored log-probs within 1e-4 (what TTT's first ratio relies on); float32 on other CPUs. With
+    bf16 (avx512_bf16, AMX), bfloat16 unless TTT trains this model, where float32 keeps the sampler's and
+    the update's log-probs within 1e-5 (bf16: ~0.3 nats; TTT runs there too, docs/ttt-sweep.md); float32
+    on other CPUs. With
     avx512_bf16, bfloat16 measured 2.7x faster prefill and 1.3-1.8x faster decoding, its log-probs within
     0.28 nats of float32's (docs/benchmark.md)."""
 

@@ -5,9 +5,9 @@ The scientist and the executor are configured separately; when both name the sam
 one loaded model serves both (no second copy in memory). A method that calls no model loads none.
 
 `dtype = "auto"` of a local transformers model is resolved here, where it is known whether the model
-trains: on a CPU with native bf16 matmul, bf16 unless test-time training updates it (the first update's
-ratio of exactly 1 needs sampled and rescored log-probs to agree to 1e-4, which float32 keeps); float32
-on other CPUs; the backend's own choice (bf16) on a GPU.
+trains: on a CPU with native bf16 matmul, bf16 unless test-time training updates it (training on the
+policy that sampled needs the sampler's and the update's log-probs to agree, to 1e-5 in float32 and only
+to ~0.3 nats in bf16); float32 on other CPUs; the backend's own choice (bf16) on a GPU.
 """
 
 from __future__ import annotations
@@ -105,9 +105,10 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
         log(f"weights: scientist {scientist_model.dtype}, executor {executor_model.dtype}")
         if trains and scientist_model.dtype in ("bfloat16", "float16") and not on_gpu():
             log(
-                f"note: --ttt trains a {scientist_model.dtype} scientist: its sampled and rescored log-probs "
-                "differ by up to ~0.3 nats on a CPU, so even the first update clips some ratios; auto loads "
-                "a trained model in float32 there"
+                f"note: --ttt trains a {scientist_model.dtype} scientist: each update's ratio is exact (its "
+                "first forward is the old policy), but on a CPU the sampler's own log-probs differ from any "
+                "rescoring by up to ~0.3 nats, so training is slightly off the policy that sampled; auto "
+                "loads a trained model in float32 there (measured: docs/ttt-sweep.md, bf16)"
             )
     agents = Agents(scientist, executor, cfg.scientist, cfg.analysis, cfg.executor, cfg.investigator)
     if cfg.scientist.adapter and scientist is not None and not cfg.ttt.enabled:

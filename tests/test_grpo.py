@@ -161,6 +161,18 @@ def test_masked_ratio_is_one_before_the_first_update(trained_backend):
         assert sum(unmasked) < sum(sampled) - 1.0  # without the mask the ratio would be far from 1
 
 
+def test_the_first_step_takes_old_from_its_own_forward_and_reports_the_given_ones_drift(tiny_backend):
+    """Old log-probs scored in other batch shapes (in bf16 they were up to 0.31 nats off) do not enter the
+    ratio: it starts at exactly 1, no token is clipped at the first step, and the drift is reported."""
+    config = GRPOConfig(steps=1, kl_max=None)
+    optimizer = attach(tiny_backend, "drift", config)
+    group = make_group(tiny_backend, "drift", [1, 0, 0, 0])
+    group.old_logprobs = [[v + 0.3 for v in row] for row in group.old_logprobs]  # outside the clip range
+    stats = update(tiny_backend, "drift", [group], config, optimizer)
+    assert stats.steps == 1 and stats.clip_fraction == 0.0
+    assert stats.old_drift == pytest.approx(0.3, abs=1e-4)
+
+
 def test_equal_rewards_leave_the_adapter_unchanged(trained_backend):
     config = GRPOConfig(lr=1e-3)
     opt = attach(trained_backend, "flat", config)

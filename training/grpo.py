@@ -4,7 +4,12 @@ A group is the N actions drawn from one state prompt. Each action's reward is no
 group (`rewards.group_advantages`), so what the state alone explains cancels; a group whose rewards are
 all equal carries no signal and is skipped. The loss is the clipped-ratio objective, per action token:
 `-min(r A, clip(r, 1-eps, 1+eps_high) A)` with `r = exp(new - old)`, both log-probs taken under the
-same grammar mask and sampling temperature, averaged over the group's action tokens. An update takes
+same grammar mask and sampling temperature, averaged over the group's action tokens. `old` is the first
+step's own forward, detached: the adapter in force when an update starts is the one that sampled every
+group it trains on (no update happens between), so that forward is the sampling policy's log-probs, in
+the same batch shapes as every later step (the ratio starts at exactly 1 in any dtype; in bf16 the
+log-probs scored at sampling time, in other shapes, were up to 0.31 nats off). The log-probs given with
+a group are checked against it (`UpdateStats.old_drift`). An update takes
 several optimizer steps on the same groups (so the ratio leaves 1 and clipping acts), and stops early
 once the adapter's KL to the sampling policy passes a bound; the KL to the base model (the adapter
 disabled, no second model copy, computed once per update) is always measured and optionally penalised.
@@ -120,6 +125,9 @@ class UpdateStats(BaseModel):
     """Optimizer steps taken (`steps` of the config, fewer when the KL bound stopped them)."""
     kl_stop: bool = False
     """The KL bound (`kl_max`) ended the steps early."""
+    old_drift: float = 0.0
+    """Largest |given - recomputed| old log-prob over the action tokens: how far the log-probs scored at
+    sampling time were from the update's own first forward (float32: ~1e-5; bf16: up to ~0.3)."""
     clip_fraction: float = 0.0
     """Share of action tokens, over the steps taken, whose ratio was clipped (none in the first step: the
     ratio is 1 there)."""
@@ -195,13 +203,16 @@ def make_optimizer(model: Any, adapter: str, config: GRPOConfig) -> torch.optim.
 
 def group_loss(
     model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int,
-    ref: torch.Tensor, temperature: float = 1.0,
-) -> tuple[torch.Tensor, dict[str, float]]:  # fmt: skip
-    """The clipped-ratio loss of one group, averaged over its action tokens, and its diagnostics
-    (`measure`'s sums). `ref`: the group's log-probs under the base model (`reference`)."""
+    ref: torch.Tensor, temperature: float = 1.0, old: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:  # fmt: skip
+    """The clipped-ratio loss of one group, averaged over its action tokens, its diagnostics (`measure`'s
+    sums) and the old log-probs it used. `ref`: the group's log-probs under the base model (`reference`);
+    `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old)."""
     import torch
 
-    new, mask, old, entropy = _scored(model, group, pad_id, temperature, config.prompt_grad)
+    new, mask, given, entropy = _scored(model, group, pad_id, temperature, config.prompt_grad)
+    drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if old is None else 0.0
+    old = new.detach() if old is None else old
     adv = torch.tensor(advantages, dtype=new.dtype, device=new.device)[:, None]
     ratio = torch.exp(new - old)
     high = config.clip_eps_high if config.clip_eps_high is not None else config.clip_eps
@@ -209,6 +220,7 @@ def group_loss(
     per_token = -torch.min(ratio * adv, clipped * adv)
     info = _sums(new.detach(), old, ref, mask, entropy)
     info["clipped"] = float(((ratio != clipped) & mask).sum())
+    info["drift"] = drift
     if config.kl_coef > 0:
         per_token = per_token + config.kl_coef * _k3(ref - new, mask)
     loss = (per_token * mask).sum() / mask.sum()
@@ -217,7 +229,7 @@ def group_loss(
             "GRPO loss is not finite: an action token lies outside its grammar mask; "
             "leave such targets out (training.logprobs.build_targets returns None for them)"
         )
-    return loss, info
+    return loss, info, old
 
 
 def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -> torch.Tensor:
@@ -232,15 +244,16 @@ def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -
 
 
 def measure(
-    model: Any, group: Group, pad_id: int, ref: torch.Tensor, temperature: float = 1.0
-) -> dict[str, float]:
+    model: Any, group: Group, pad_id: int, ref: torch.Tensor, temperature: float = 1.0,
+    old: torch.Tensor | None = None,
+) -> dict[str, float]:  # fmt: skip
     """Sums over the group's action tokens under the weights now: KL to the base and to the old policy
-    (k3), entropy, and the token count."""
+    (k3; `old`, else the group's given log-probs), entropy, and the token count."""
     import torch
 
     with torch.no_grad():
-        new, mask, old, entropy = _scored(model, group, pad_id, temperature)
-    return _sums(new, old, ref, mask, entropy)
+        new, mask, given, entropy = _scored(model, group, pad_id, temperature)
+    return _sums(new, given if old is None else old, ref, mask, entropy)
 
 
 def _scored(
@@ -311,14 +324,18 @@ def grpo_update(
     refs = [reference(model, g, pad_id, temperature) for g, _ in usable]
     params = [p for pg in optimizer.param_groups for p in pg["params"]]
     losses, clipped, seen = [], 0.0, 0.0
+    olds: list[torch.Tensor | None] = [None] * len(usable)  # the first step's forward, detached
     last: dict[str, float] = {}
     for step in range(config.steps):
         optimizer.zero_grad(set_to_none=True)
         now = dict.fromkeys(("tokens", "kl", "kl_old", "entropy", "clipped"), 0.0)
-        for (group, advantages), ref in zip(usable, refs):
-            loss, info = group_loss(model, group, advantages, config, pad_id, ref, temperature)
+        for i, ((group, advantages), ref) in enumerate(zip(usable, refs)):
+            loss, info, olds[i] = group_loss(
+                model, group, advantages, config, pad_id, ref, temperature, olds[i]
+            )
             (loss / len(usable)).backward()
             losses.append(float(loss.detach()))
+            stats.old_drift = max(stats.old_drift, info["drift"])
             now = {k: now[k] + info[k] for k in now}
         if step == 0:
             stats.tokens, stats.entropy_before = int(now["tokens"]), now["entropy"] / now["tokens"]
@@ -334,8 +351,8 @@ def grpo_update(
     optimizer.zero_grad(set_to_none=True)
     if not stats.kl_stop:  # the figures of the weights the last step left
         last = dict.fromkeys(last, 0.0)
-        for (group, _), ref in zip(usable, refs):
-            last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature).items()}
+        for (group, _), ref, old in zip(usable, refs, olds):
+            last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature, old).items()}
     stats.loss = sum(losses) / len(losses)
     stats.samples = sum(len(g.targets) for g, _ in usable)
     stats.clip_fraction = clipped / seen if seen else 0.0

@@ -267,20 +267,6 @@ class Trainer:
         self.backend.labels[ADAPTER] = self.label  # usage records name the checkpoint that sampled
         return UpdateResult(stats, scoring_s, self.k)
 
-    def first_ratio(self, g: ActionGroup) -> float:
-        """The largest |new - old| log-prob over the group's action tokens under the adapter in force:
-        the training forward against the old log-probs it was given, the first step's log-ratio (0 when
-        training scores exactly what sampling scored; the dtype and the batch shapes decide)."""
-        from arts.training.grpo import _scored
-
-        tok = self.backend.tokenizer
-        pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-        with torch.no_grad(), adapter_scope(self.backend.model, ADAPTER):
-            new, mask, old, _ = _scored(
-                self.backend.model, self._group(g), pad, self.temperature, self.config.prompt_grad
-            )
-        return float((new - old).abs().masked_fill(~mask, 0).max())
-
     def _group(self, g: ActionGroup) -> Group:
         if g.tokens is not None or g.action_tokens is not None:
             schema, spans = g.json_schema or {}, g.spans or []
