@@ -104,8 +104,10 @@ def test_a_probe_names_a_verb_and_a_target():
         resolve_task("probes")  # a suite of the bench, not a task
 
 
-def test_bench_runs_the_probe_suite(tmp_path, capsys):
+def test_bench_runs_the_probe_suite(tmp_path, capsys, monkeypatch):
     out = tmp_path / "bench"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "probes").mkdir()  # a folder named like the suite (of earlier runs) does not shadow it
     assert main(["bench", "--tasks", "probes", "--methods", "arts,arts-ttt", "--seeds", "2", "--out", str(out),
                  "--report"]) == 0  # fmt: skip
     summary = (out / "summary.md").read_text()

@@ -93,7 +93,13 @@ class BenchConfig(BaseModel):
     def _suites(cls, v: Any) -> Any:
         if not isinstance(v, list):
             return v
-        return [t for x in v for t in (SUITES[x]() if x in SUITES and not Path(x).is_dir() else [x])]
+        # a suite's name names the suite unless it is a task folder here (a folder of runs named `probes`
+        # made `--tasks probes` fail with "task.toml missing")
+        return [
+            t
+            for x in v
+            for t in (SUITES[x]() if x in SUITES and not (Path(x) / "task.toml").is_file() else [x])
+        ]
 
     @field_validator("methods", "tasks")
     @classmethod
