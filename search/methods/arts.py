@@ -37,13 +37,7 @@ def arts_round(run: Run) -> None:
     ahead = attribution_ahead(run, followed)
     rollouts, nodes = run_group(run, proposed, picks, register=True, ahead=ahead)  # execute
     nodes = followed + nodes
-    decisions, flawed = analyse(run, nodes, ahead)  # attribute failures and compare to predictions
-    tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
-    exploit = hypotheses.Exploit(
-        ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
-        follow_ups=cfg.attribution.follow_ups > 0,
-    )  # fmt: skip
-    exploit(tested, flawed, decisions)  # keep, refine or set aside each tested hypothesis
+    settle(run, nodes, ahead)  # attribute, compare, then keep, refine or set aside each hypothesis
     if (learning := run.learning) is not None:  # test-time training
         run.phase("update")
         learning.sampled(rollouts)  # the drawn actions' log-probs under the adapter that sampled them
@@ -51,6 +45,21 @@ def arts_round(run: Run) -> None:
         learning.update(run.round)  # every M rounds, GRPO on the groups since; later rounds sample from it
     if cfg.space.stop_when_stale and nodes and hypotheses.novelty(ledger) == before:
         run.meter.halt("the round added no new hypothesis, observation or direction")
+
+
+def settle(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> dict[int, Decision]:
+    """What the round's experiments mean: failures attributed and outcomes compared with the predictions
+    (`analyse`), then each tested hypothesis kept, refined or set aside, and the decisions' follow-ups
+    scheduled for the next round (`hypotheses.Exploit`). The routed decisions, by node id."""
+    cfg = run.cfg
+    decisions, flawed = analyse(run, nodes, ahead)
+    tested = hypotheses.tested(run.state, [n.id for n in nodes] + list(decisions))  # a stall's too
+    exploit = hypotheses.Exploit(
+        run.ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory,
+        follow_ups=cfg.attribution.follow_ups > 0,
+    )  # fmt: skip
+    exploit(tested, flawed, decisions)
+    return decisions
 
 
 def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:

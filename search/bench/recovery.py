@@ -1,0 +1,263 @@
+"""The recovery benchmark: failed experiments whose cause is known by construction, and what each method
+makes of them (SAGE's measure of failure attribution).
+
+A scenario (`tasks/recovery/scenarios.toml`) is a task of `tasks/recovery/` whose seed program is the
+parent, and one failed child: the seed with a few text edits, tried for a stated hypothesis, whose right
+route is known (`level`: repair a bug, fix the protocol, refine locally or structurally, pivot, accept).
+A run of a scenario evaluates the seed, then makes round 1 the failed experiment: its program evaluated as
+any node (uncounted, like the seed; with measurement jitter, again until it measures below its parent,
+as the scenario says happened), registered as the round's hypothesis and settled as an arts round settles
+its nodes (`methods.arts.settle`: attribution, comparison, the follow-ups it schedules). Then the method
+searches on for the budget. Two figures per run:
+
+- the route: the action the attribution took for the failed node ("none" when the method routes nothing:
+  no attribution, or reflection), right when it is the scenario's level;
+- recovery: whether a later experiment beat the failed node's parent within the budget (metrics-bearing
+  recovery: a score, not a verdict).
+
+Runs are resumable by row (`rows.csv` keeps one per finished run); a run killed midway starts again.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+from arts.search.bench.metrics import Interval, bootstrap_ci, mean_ci
+from arts.search.bench.plan import METHOD_ALIASES
+from arts.search.investigation.attribution import Action
+
+ROOT = Path(__file__).resolve().parents[2] / "tasks" / "recovery"
+SCENARIOS = ROOT / "scenarios.toml"
+METHODS = ("arts", "arts-no-critic", "arts-k1", "arts-reflection", "arts-no-attribution")
+"""MHFA (arts) and its ablations, as `arts bench` names them."""
+ROW_FIELDS = ["scenario", "level", "method", "seed", "failed", "route", "right", "recovered", "best",
+              "parent", "evals", "seconds"]  # fmt: skip
+INJECT_TRIES = 20
+"""Evaluations of a jittered scenario's failed program until one measures below its parent."""
+
+
+class Scenario(BaseModel):
+    """One failed experiment of known cause."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    task: str
+    """A folder of `tasks/recovery/`: the parent is its seed program."""
+    level: Action
+    """The route a correct attribution takes."""
+    hypothesis: str
+    axis: str
+    why: str
+    """What makes `level` right, with the scores that show it."""
+    edits: list[tuple[str, str]] = Field(min_length=1)
+    """[old, new] replacements in the seed's solution.py, each old text found exactly once."""
+    jitter: float = Field(0.0, ge=0.0)
+    """Relative noise of the task's measurement (the evaluator's JITTER); 0: exact."""
+
+    @model_validator(mode="after")
+    def _task_exists(self) -> Scenario:
+        if not (ROOT / self.task / "task.toml").is_file():
+            raise ValueError(f"scenario {self.name}: no task folder tasks/recovery/{self.task}")
+        return self
+
+    def failed_program(self, seed: str) -> str:
+        """The seed's program with the edits made; a missing or repeated old text is an error."""
+        for old, new in self.edits:
+            if seed.count(old) != 1:
+                raise ValueError(
+                    f"scenario {self.name}: {old!r} is in the seed {seed.count(old)} times, not once"
+                )
+            seed = seed.replace(old, new)
+        return seed
+
+
+def load_scenarios(path: Path = SCENARIOS, names: list[str] | None = None) -> list[Scenario]:
+    """The scenarios of `path` (all, or those named, in the file's order)."""
+    raw = tomllib.loads(path.read_text())["scenario"]
+    out = [Scenario(**s) for s in raw]
+    if names:
+        unknown = set(names) - {s.name for s in out}
+        if unknown:
+            raise ValueError(f"unknown scenario(s) {sorted(unknown)}; known: {[s.name for s in out]}")
+        out = [s for s in out if s.name in names]
+    return out
+
+
+def make_task(s: Scenario, where: Path) -> Path:
+    """The scenario's task folder under `where`: its template, with the measurement's jitter set."""
+    dest = where / s.name
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(ROOT / s.task, dest)
+    if s.jitter:
+        evaluator, toml = dest / "evaluate.py", dest / "task.toml"
+        text = evaluator.read_text()
+        assert "JITTER = 0.0" in text, f"{s.task}/evaluate.py sets no JITTER"
+        evaluator.write_text(text.replace("JITTER = 0.0", f"JITTER = {s.jitter}", 1))
+        toml.write_text(toml.read_text().replace("deterministic = true", "deterministic = false", 1))
+    return dest
+
+
+def inject(run: Any, method: Any, s: Scenario) -> Any:
+    """Round 1 of `run` is the scenario's failed experiment, from the seed, settled as an arts round
+    settles its nodes; the failed node."""
+    from arts.policy.candidates import Candidate
+    from arts.search.investigation import hypotheses
+    from arts.search.methods.arts import settle
+    from arts.search.methods.proposals import after
+    from arts.tasks.evaluate import run_evaluation
+
+    root = run.lab.ensure_root()
+    files = {**root.files, "solution.py": s.failed_program(root.files["solution.py"])}
+
+    def edit(node: Any, workdir: Path) -> Any:
+        node.files = files
+        for _ in range(INJECT_TRIES if s.jitter else 1):
+            node = run.lab.score(node, run_evaluation(run.task, files, workdir))
+            if node.score is None or root.score is None or node.score < root.score:
+                break
+        return node
+
+    run.ledger.set_meta("round", 1)
+    run.ledger.event("round_start", round=1)
+    cand = Candidate(
+        parent=root.id, hypothesis=s.hypothesis, axis=s.axis, region="algorithm", probability=1.0
+    )
+    h = hypotheses.register(run.ledger, cand, 1) if method.registers_hypotheses else None
+    node = after(run, run.lab.expand(root, s.hypothesis, s.axis, edit=edit), h)
+    if method.registers_hypotheses:  # the arts round and its ablations
+        settle(run, [node])
+    run.meter.round_done(evaluated=True)
+    return node
+
+
+def run_scenario(
+    s: Scenario, method: str, seed: int, evals: int, out: Path, model: str | None = None,
+    log: Callable[[str], None] = lambda line: None,
+) -> dict[str, Any]:  # fmt: skip
+    """One run of `method` on scenario `s` into `out/runs/`: its row (`ROW_FIELDS`)."""
+    from arts.search.config import load_config, to_toml
+    from arts.search.loop import run_search
+    from arts.search.run import build_run
+    from arts.search.store import Store
+
+    t0 = time.time()
+    base, extra = METHOD_ALIASES.get(method, (method, {}))
+    task = make_task(s, out / "tasks")
+    overrides = {"task": str(task), "method": base, "seed": seed, "budget.evals": evals, **extra}
+    if model is not None:
+        overrides |= {"scientist_model.model": model, "executor_model.model": model}
+    cfg = load_config(None, overrides)
+    run_dir = out / "runs" / f"{s.name}--{method}--s{seed}"
+    if run_dir.exists():  # killed midway: the scenario starts again
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.toml").write_text(to_toml(cfg))
+    with Store.open(run_dir) as store:
+        run, meth = build_run(cfg, store, log)
+        failed = inject(run, meth, s)
+        run_search(run, meth)
+        state = run.state
+    root = next(n for n in state.nodes.values() if n.parent is None)
+    routes = [
+        e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("node") == failed.id
+    ]
+    decision = routes[0].get("decision") if routes else None
+    route = decision["action"] if decision else "none"
+    later = [n.score for n in state.nodes.values() if n.id > failed.id and n.score is not None]
+    regressed = failed.score is None or (root.score is not None and failed.score < root.score)
+    return {
+        "scenario": s.name, "level": s.level, "method": method, "seed": seed, "failed": regressed,
+        "route": route, "right": route == s.level,
+        "recovered": bool(later) and root.score is not None and max(later) > root.score,
+        "best": max(later) if later else None, "parent": root.score,
+        "evals": sum(1 for n in state.nodes.values() if n.id > failed.id), "seconds": round(time.time() - t0, 1),
+    }  # fmt: skip
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The finished runs' rows of a `rows.csv` (none when it does not exist)."""
+    if not path.is_file():
+        return []
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def append_row(path: Path, row: dict[str, Any]) -> None:
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
+def _flag(value: Any) -> float:
+    return 1.0 if str(value) == "True" else 0.0
+
+
+def _strata(rows: list[dict[str, Any]], method: str, field: str) -> list[list[float]]:
+    """The method's per-run values of `field`, one stratum per scenario (only scenarios whose experiment
+    did fail count)."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        if r["method"] == method and str(r["failed"]) == "True":
+            by.setdefault(r["scenario"], []).append(_flag(r[field]))
+    return list(by.values())
+
+
+def summary(rows: list[dict[str, Any]], methods: list[str] | None = None) -> list[str]:
+    """Markdown: per method, routing accuracy and recovery with stratified bootstrap intervals (runs resampled
+    within scenarios), and each method's recovery against arts's."""
+    methods = methods or sorted({r["method"] for r in rows}, key=lambda m: (m != "arts", m))
+    lines = ["| method | runs | routing accuracy [95% CI] | recovery [95% CI] |", "|---|---|---|---|"]
+    for m in methods:
+        acc, rec = _strata(rows, m, "right"), _strata(rows, m, "recovered")
+        runs = sum(len(s) for s in acc)
+        lines.append(f"| {m} | {runs} | {mean_ci(acc).fmt()} | {mean_ci(rec).fmt()} |")
+    if "arts" in methods and len(methods) > 1:
+        lines += ["", "| arts − B | recovery difference [95% CI] | routing accuracy difference [95% CI] |",
+                  "|---|---|---|"]  # fmt: skip
+        for m in methods:
+            if m != "arts":
+                rec = mean_difference_ci(_strata(rows, "arts", "recovered"), _strata(rows, m, "recovered"))
+                acc = mean_difference_ci(_strata(rows, "arts", "right"), _strata(rows, m, "right"))
+                lines.append(f"| arts − {m} | {rec.fmt()} | {acc.fmt()} |")
+    levels = {}
+    for r in rows:
+        if r["method"] == "arts":
+            levels.setdefault(r["level"], []).append(r["route"])
+    if levels:
+        lines += ["", "arts's routes by known level: " + "; ".join(
+            f"{lv} → {', '.join(sorted(set(rs)))}" for lv, rs in sorted(levels.items()))]  # fmt: skip
+    return lines
+
+
+def mean_difference_ci(a: list[list[float]], b: list[list[float]], **kw: Any) -> Interval:
+    """mean(a) − mean(b) over their runs, resampled independently within each stratum."""
+    a, b = [s for s in a if s], [s for s in b if s]
+    n = len(a)
+    if not a or not b:
+        return Interval(math.nan, math.nan, math.nan)
+
+    def diff(parts: list[np.ndarray]) -> np.ndarray:
+        return np.mean(np.concatenate(parts[:n], axis=-1), axis=-1) - np.mean(
+            np.concatenate(parts[n:], axis=-1), axis=-1
+        )
+
+    return bootstrap_ci([*a, *b], diff, **kw)
