@@ -38,6 +38,8 @@ from arts.policy.call import ask, chat
 
 ANALYST = "You analyse the results of experiments on a program. Answer with JSON only."
 SUPPORT_GRADES = (0.0, 0.25, 0.5, 0.75, 1.0)
+SLOTS = ("implementation", "design", "method")
+"""The category of each of K > 1 causes, in turn: every level of fault gets a cause the critic weighs."""
 """The critic scores a cause's support on these grades only: a number it could copy from the report (the
 failed node's own score, measured: 0.68899 three times in one run) is not one of them."""
 CRITIC_SEED_OFFSET = 7919
@@ -193,14 +195,27 @@ class Analyst:
         return Plan.model_validate(parsed.model_dump()) if parsed else None
 
     def causes(self, report: str, k: int, seed: int | None = None) -> list[Cause]:
-        """Exactly k candidate causes, or [] on an unusable answer."""
-        schema = create_model(
-            "Causes", __config__=_FORBID, causes=(list[Cause], Field(min_length=k, max_length=k))
+        """Exactly k candidate causes, or [] on an unusable answer. With k > 1 each cause has its category
+        fixed by the grammar, in turn (`SLOTS`: the code, the evaluation, the idea), so the K causes
+        compete across levels: free, the 135M default gave all three the same category and text."""
+        if k == 1:
+            items: tuple = (Cause,)
+        else:
+            items = tuple(
+                create_model(f"Cause{i}", __base__=Cause, category=(Literal[SLOTS[i % len(SLOTS)]], ...))
+                for i in range(k)
+            )
+        schema = create_model("Causes", __config__=_FORBID, causes=(tuple[items], ...))  # type: ignore[valid-type]
+        asked = (
+            f"in {k} different ways: the first blames the code, the second the evaluation design, the third "
+            "the method (the idea itself)"
+            if k > 1
+            else "once"
         )
         user = (
             f"{clip(report, self.config.report_chars)}\n\nThe experiment above failed or stalled. Explain why "
-            f"in {k} different ways. For each: the cause, the line of the report that shows it, whether the "
-            "code, the evaluation design or the method itself is at fault, how severe it is, and a fix."
+            f"{asked}. For each: the cause, the line of the report (or signal) that shows it, how severe it "
+            "is, and a fix."
         )
         parsed = self._call(ANALYST, user, schema, "causes", 20 + k * self.config.cause_tokens, seed)
         return [Cause.model_validate(c.model_dump()) for c in parsed.causes] if parsed else []
@@ -220,16 +235,17 @@ class Analyst:
             self.last = None
             return []
         k = len(causes)
-        item = create_model(
-            "Score",
-            __base__=Critique,
-            index=(_ids(list(range(k))), ...),
-            score=(Literal[SUPPORT_GRADES], ...),  # type: ignore[valid-type]
-            criticality=(Literal[tuple(levels)], ...),  # type: ignore[valid-type]
+        items = tuple(  # one per cause, in order: free indices let it score one cause twice, another never
+            create_model(
+                f"Score{i}",
+                __base__=Critique,
+                index=(Literal[i], ...),  # type: ignore[valid-type]
+                score=(Literal[SUPPORT_GRADES], ...),  # type: ignore[valid-type]
+                criticality=(Literal[tuple(levels)], ...),  # type: ignore[valid-type]
+            )
+            for i in range(k)
         )
-        schema = create_model(
-            "Critiques", __config__=_FORBID, scores=(list[item], Field(min_length=k, max_length=k))
-        )
+        schema = create_model("Critiques", __config__=_FORBID, scores=(tuple[items], ...))  # type: ignore[valid-type]
         user = (  # a third of the report: the causes already cite what in it matters
             f"{clip(report, self.config.report_chars // 3)}\n\nProposed causes of the failure:\n"
             f"{causes_text(causes)}"

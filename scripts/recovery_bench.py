@@ -30,7 +30,9 @@ def main() -> int:
         "--out", type=Path, default=None, help="the benchmark folder (rows.csv, summary.md, runs/)"
     )
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
-    ap.add_argument("--evals", type=int, default=6, help="evaluations after the failed one")
+    ap.add_argument(
+        "--evals", type=int, default=6, help="evaluations after the failed one (0: the route only)"
+    )
     ap.add_argument("--methods", default=",".join(METHODS))
     ap.add_argument("--scenarios", nargs="*", default=None, help="names (default: all)")
     ap.add_argument("--model", default=None, help="scientist and executor model (default: the embedded one)")

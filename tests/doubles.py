@@ -198,7 +198,20 @@ class RuleBackend:
 
 
 def _min(schema, field: str) -> int:
-    return next(m.min_length for m in schema.model_fields[field].metadata if hasattr(m, "min_length"))
+    """How many items a list (its min_length) or a tuple (its slots) field holds."""
+    info = schema.model_fields[field]
+    if getattr(info.annotation, "__origin__", None) is tuple:
+        return len(info.annotation.__args__)
+    return next(m.min_length for m in info.metadata if hasattr(m, "min_length"))
+
+
+def _slot_category(schema, i: int, default: str) -> str:
+    """The category the grammar fixes for cause i (`Analyst.causes`' slots), else `default`."""
+    args = getattr(schema.model_fields["causes"].annotation, "__args__", ())
+    if i < len(args) and isinstance(args[i], type) and "category" in args[i].model_fields:
+        allowed = getattr(args[i].model_fields["category"].annotation, "__args__", ())
+        return allowed[0] if len(allowed) == 1 else default
+    return default
 
 
 def compare_answer(b: RuleBackend, schema) -> dict:
@@ -233,17 +246,17 @@ ANALYSIS = {
         }
         | ({"axes": ["x value", "precision"]} if "axes" in schema.model_fields else {})
     ),
-    "causes": lambda b, schema: {
-        "causes": [
+    "causes": lambda b, schema: {  # each slot's own category where the grammar fixes it; the critic
+        "causes": [  # below gives every cause the scripted category, so the route is the scripted one
             {
                 "cause": "X overflowed",
                 "evidence": "exit 1",
-                "category": b.cause[0],
+                "category": _slot_category(schema, i, b.cause[0]),
                 "severity": b.cause[1],
                 "fix": "use a finite X",
             }
+            for i in range(_min(schema, "causes"))
         ]
-        * _min(schema, "causes")
     },
     "critic": lambda b, schema: {
         "scores": [

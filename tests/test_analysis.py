@@ -7,6 +7,7 @@ import pytest
 
 from arts.policy.analysis import (
     CRITIC_SEED_OFFSET,
+    SLOTS,
     SUPPORT_GRADES,
     AnalysisConfig,
     Analyst,
@@ -68,25 +69,37 @@ def test_plan_rejects_more_than_four_requirements():
     assert a.plan("Train a digits classifier.") is None
 
 
-def test_causes_are_exactly_k_and_a_wrong_count_is_empty():
-    a, backend = analyst(causes={"causes": [CAUSE, CAUSE, CAUSE]})
+SLOTTED = [{**CAUSE, "category": c} for c in SLOTS]
+
+
+def test_causes_are_exactly_k_one_per_level_and_a_wrong_answer_is_empty():
+    """K > 1 causes each blame a level the grammar fixes in turn (the code, the evaluation, the idea): the
+    135M default, free, gave three causes one category and one text."""
+    a, backend = analyst(causes={"causes": SLOTTED})
     causes = a.causes(REPORT, 3)
-    assert causes == [Cause(**CAUSE)] * 3 and type(causes[0]) is Cause
+    assert causes == [Cause(**c) for c in SLOTTED] and type(causes[0]) is Cause
     assert backend.calls[0]["sampling"].max_tokens >= 3 * AnalysisConfig().cause_tokens
+    assert "the first blames the code" in backend.calls[0]["messages"][-1]["content"]
     assert a.causes(REPORT, 4) == []  # three answers to a request for four: unusable
-    a, _ = analyst(causes={"causes": [{**CAUSE, "category": "idea"}] * 3})
-    assert a.causes(REPORT, 3) == []
+    for wrong in ([CAUSE] * 3, [{**c, "category": "idea"} for c in SLOTTED]):  # one category thrice; none
+        a, _ = analyst(causes={"causes": wrong})
+        assert a.causes(REPORT, 3) == []
+    a, _ = analyst(causes={"causes": [CAUSE]})  # one cause (the k = 1 ablation): its category is free
+    assert a.causes(REPORT, 1) == [Cause(**CAUSE)]
 
 
-def test_critic_is_an_independent_sceptical_call_keyed_by_index():
+def test_critic_is_an_independent_sceptical_call_scoring_each_cause_once():
     scores = [
-        {"index": 1, "score": 0.75, "category": "implementation", "criticality": 0.65},
-        {"index": 1, "score": 0.25, "category": "method", "criticality": 0.65},
         {"index": 0, "score": 0.5, "category": "method", "criticality": 0.125},
+        {"index": 1, "score": 0.75, "category": "implementation", "criticality": 0.65},
+        {"index": 2, "score": 0.25, "category": "method", "criticality": 0.65},
     ]
     a, backend = analyst(critic={"scores": scores})
     out = a.critic(REPORT, [Cause(**CAUSE)] * 3, seed=5)
-    assert out == [Critique(**scores[0]), Critique(**scores[2])]  # a repeated index keeps the first
+    assert out == [Critique(**c) for c in scores]
+    repeated = [scores[1], scores[1], scores[2]]  # free indices let the 135M critic skip cause 0
+    a, _ = analyst(critic={"scores": repeated})
+    assert a.critic(REPORT, [Cause(**CAUSE)] * 3) == []  # the grammar fixes index i at place i
     system = backend.calls[0]["messages"][0]["content"]
     assert (
         "sceptical reviewer" in system and "0. [method, major]" in backend.calls[0]["messages"][1]["content"]
@@ -116,8 +129,12 @@ def test_the_critic_cannot_copy_the_nodes_score():
 
 
 def test_critic_rejects_unknown_indices_and_out_of_range_scores():
-    bad_index = {"scores": [{"index": i, "score": 0.5, "category": "method"} for i in (0, 1, 3)]}
-    bad_score = {"scores": [{"index": i, "score": 1.5, "category": "method"} for i in (0, 1, 2)]}
+    bad_index = {
+        "scores": [{"index": i, "score": 0.5, "category": "method", "criticality": 0.375} for i in (0, 1, 3)]
+    }
+    bad_score = {
+        "scores": [{"index": i, "score": 1.5, "category": "method", "criticality": 0.375} for i in (0, 1, 2)]
+    }
     for answer in (bad_index, bad_score):
         a, _ = analyst(critic=answer)
         assert a.critic(REPORT, [Cause(**CAUSE)] * 3) == [] and a.last.error

@@ -95,7 +95,7 @@ def test_clamp_threshold_comes_from_the_config():
     assert route(top("method", "fatal"), judged(True, 0.8), strict).action == "pivot"
 
 
-def test_critic_scores_order_the_causes_and_ties_keep_order():
+def test_critic_scores_order_the_causes_and_ties_go_to_severity_then_order():
     causes = [cause(text=f"cause {i}") for i in range(3)]
     critiques = [
         Critique(index=0, score=0.2, category="method", criticality=0.9),
@@ -104,6 +104,8 @@ def test_critic_scores_order_the_causes_and_ties_keep_order():
     ]
     assert [r.index for r in rank(causes, critiques)] == [1, 2, 0]
     assert [r.index for r in rank(causes, [])] == [0, 1, 2]  # a failed critic: uniform scores
+    labelled = [cause(severity=s) for s in ("minor", "fatal", "major")]
+    assert [r.index for r in rank(labelled, [])] == [1, 2, 0]  # the analyst's severity, fatal first
     partial = [
         Critique(index=2, score=0.9, category="method", criticality=0.9),
         Critique(index=7, score=1.0, category="design", criticality=0.9),
@@ -174,18 +176,18 @@ class Scripted:
             return [[Completion(text=text, error=str(e)[:200])]]
 
 
-CAUSES = {
+CAUSES = {  # in the grammar's slots: the code, the evaluation, the idea
     "causes": [
-        cause("method", "fatal", "the idea cannot work").model_dump(),
         cause("implementation", "major", "a typo in the loss").model_dump(),
         cause("design", "minor", "the split leaks").model_dump(),
+        cause("method", "fatal", "the idea cannot work").model_dump(),
     ]
 }
 CRITIC = {
     "scores": [
-        {"index": 0, "score": 1.0, "category": "method", "criticality": 0.9},
-        {"index": 1, "score": 0.25, "category": "implementation", "criticality": 0.65},
-        {"index": 2, "score": 0.0, "category": "design", "criticality": 0.375},
+        {"index": 0, "score": 0.25, "category": "implementation", "criticality": 0.65},
+        {"index": 1, "score": 0.0, "category": "design", "criticality": 0.375},
+        {"index": 2, "score": 1.0, "category": "method", "criticality": 0.9},
     ]
 }
 JUDGE = {"reason": "weak but ran as intended", "valid_measurement": True, "confidence": 0.8}
@@ -201,14 +203,14 @@ def test_attribute_runs_causes_critic_judge_and_clamps():
     decision, backend = run()
     assert backend.purposes == ["causes", "critic", "judge"]
     assert decision.routed == "pivot" and decision.action == "refine_structural" and decision.clamped
-    assert decision.index == 0 and decision.score == 1.0 and len(decision.causes) == 3
+    assert decision.index == 2 and decision.score == 1.0 and len(decision.causes) == 3
     assert len(decision.critiques) == 3 and decision.judgement.confidence == 0.8 and not decision.errors
     json.dumps(decision.model_dump())  # plain data for the store
 
 
 def test_attribute_without_a_critic_falls_back_to_uniform_scores():
-    decision, _ = run(critic={"scores": []})
-    assert decision.index == 0 and decision.score == 0.5 and "critic" in decision.errors
+    decision, _ = run(critic={"scores": []})  # ties: the analyst's severity decides (fatal first)
+    assert decision.index == 2 and decision.score == 0.5 and "critic" in decision.errors
 
 
 def test_attribute_without_a_judge_does_not_clamp():
@@ -220,7 +222,7 @@ def test_attribute_without_a_judge_does_not_clamp():
 def test_attribute_follows_the_critic_to_another_cause():
     critic = {"scores": [{**s, "score": 1.0 - s["score"]} for s in CRITIC["scores"]]}
     decision, _ = run(critic=critic)
-    assert decision.index == 2 and decision.action == "fix_protocol"
+    assert decision.index == 1 and decision.action == "fix_protocol"
 
 
 @pytest.mark.parametrize(
@@ -258,7 +260,7 @@ def test_without_a_critic_the_analysts_labels_route_and_no_critic_is_asked():
 def test_a_single_cause_is_enough_with_k_1():
     backend = Scripted(
         {
-            "causes": {"causes": CAUSES["causes"][1:2]},
+            "causes": {"causes": CAUSES["causes"][:1]},
             "critic": {"scores": CRITIC["scores"][:1]},
             "judge": JUDGE,
         }
@@ -288,3 +290,35 @@ def test_a_stall_is_attributed_beside_a_failed_node():
     nodes[10] = Node(id=10, parent=1, status="invalid", reason="exit status 1")
     work = todo(SearchState(nodes=nodes), [nodes[10]], CFG)
     assert work.stall is not None and work.plateau and [n.id for n in work.nodes] == [work.stall.id, 10]
+
+
+def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
+    """Facts the causes and the critic weigh (no model): an exception, the curve's last move, the size of a
+    regression, whether the measurement is exact."""
+    from arts.search.investigation.reports import failure_report, signals
+    from arts.search.state import Node, SearchState
+
+    nodes = {
+        1: Node(id=1, status="seed", score=-0.3707, raw_score=0.3707),
+        2: Node(
+            id=2, parent=1, status="invalid", reason="exit status 1:\nNameError: name 'STEP' is not defined"
+        ),
+        3: Node(id=3, parent=1, status="valid", score=-0.37073, raw_score=0.37073),
+        4: Node(id=4, parent=1, status="valid", score=-0.576, raw_score=0.576),
+    }
+    state = SearchState(nodes=nodes)
+    (tmp_path / "4").mkdir()
+    (tmp_path / "4" / "curves.jsonl").write_text(
+        "".join(f'{{"step": {i}, "train_loss": {9 - i}}}\n' for i in range(5))
+    )
+    crashed = signals(state, nodes[2], tmp_path / "2")
+    assert crashed[0] == "the program raised an exception: NameError: name 'STEP' is not defined"
+    assert "not known to be deterministic" in crashed[-1]
+    tiny = signals(state, nodes[3], tmp_path / "3", deterministic=True)
+    assert tiny[0].startswith("a negligible regression (0.01%") and "is deterministic" in tiny[-1]
+    slow = signals(state, nodes[4], tmp_path / "4")
+    assert slow[:2] == [
+        "its training curve was still falling at the end (under-trained?)",
+        "55% worse than its parent",
+    ]
+    assert failure_report(state, nodes[4], tmp_path / "4").endswith("a score may move when measured again")

@@ -87,3 +87,8 @@ def test_the_script_lists_the_scenarios():
     out = subprocess.run([sys.executable, "scripts/recovery_bench.py", "--list"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     assert "lf-bug-name  repair" in out and out.count("\n") >= 12
+
+
+def test_with_no_evaluations_a_run_measures_the_route_only(tmp_path, rules):
+    row = run_scenario(load_scenarios(names=["sm-length"])[0], "arts", 0, 0, tmp_path)
+    assert row["route"] != "none" and row["recovered"] == "" and row["evals"] == 0

@@ -196,8 +196,13 @@ def stalled(traj: Trajectory, cfg: AttributionConfig) -> bool:
     )
 
 
+SEVERITY_ORDER = {"fatal": 0, "major": 1, "minor": 2}
+
+
 def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
-    """Causes by critic score, highest first (ties keep the analyst's order); the critic's category wins."""
+    """Causes by critic score, highest first; ties (every cause, without a critic) go to the analyst's own
+    severity, fatal first, then to the analyst's order. The critic's category wins. The causes' order is
+    the grammar's (the code, the evaluation, the idea), so order alone would always pick the code."""
     by_index = {c.index: c for c in critiques if 0 <= c.index < len(causes)}
     ranked = []
     for i, cause in enumerate(causes):
@@ -212,7 +217,7 @@ def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
                 criticality=crit.criticality if crit else None,
             )
         )
-    return sorted(ranked, key=lambda r: (-r.score, r.index))
+    return sorted(ranked, key=lambda r: (-r.score, SEVERITY_ORDER[r.cause.severity], r.index))
 
 
 def gated(category: Category, criticality: float, gates: list[float]) -> Action:

@@ -24,7 +24,7 @@ from arts.search.investigation.attribution import (
     stalled,
     trajectory,
 )
-from arts.search.investigation.reports import failed_or_regressed, report
+from arts.search.investigation.reports import failed_or_regressed, failure_report
 from arts.search.ledger import Ledger
 from arts.search.render import INSIGHT_CHARS
 from arts.search.state import Insight, Node, SearchState
@@ -78,9 +78,11 @@ class Ahead:
     round) waits for its end, as does the reflection mode."""
 
     def __init__(
-        self, ledger: Ledger, analyst: Analyst, cfg: AttributionConfig, seed: int, before: list[Node]
-    ):
+        self, ledger: Ledger, analyst: Analyst, cfg: AttributionConfig, seed: int, before: list[Node],
+        deterministic: bool = False,
+    ):  # fmt: skip
         self.ledger, self.analyst, self.cfg, self.seed = ledger, analyst, cfg, seed
+        self.deterministic = deterministic
         self.order = [n.id for n in before]
         self.started: set[int] = set()
         self.decisions: dict[int, Decision | None] = {}
@@ -114,7 +116,7 @@ class Ahead:
             try:
                 decision = attribute(
                     self.analyst,
-                    report(state, n, self.ledger.store.node_dir(nid)),
+                    failure_report(state, n, self.ledger.store.node_dir(nid), self.deterministic),
                     self.cfg,
                     self.seed,
                     together,
@@ -133,16 +135,18 @@ def attribute_round(
     seed: int,
     together: Together | None = None,
     ahead: Ahead | None = None,
+    deterministic: bool = False,
 ) -> dict[int, Decision]:
     """node id -> the routed decision, for this round's failed or regressed nodes (or the best node when
     the curve has stalled); `nodes` may be their `todo` already. The attributions, and the calls of each
-    that do not wait on one another, go through `together`; those `ahead` already made are taken from it."""
+    that do not wait on one another, go through `together`; those `ahead` already made are taken from it.
+    `deterministic`: the evaluator is known to be exact (a signal the causes and the critic weigh)."""
     state = ledger.state
     work = nodes if isinstance(nodes, Todo) else todo(state, nodes, cfg)
     plateau, traj = work.plateau, work.traj
 
     def one(n: Node) -> tuple[Node, Decision | None]:
-        rep = report(state, n, ledger.store.node_dir(n.id))
+        rep = failure_report(state, n, ledger.store.node_dir(n.id), deterministic)
         stall = work.stall is not None and n.id == work.stall.id
         if stall:
             rep += "\n" + stall_text(traj, plateau)

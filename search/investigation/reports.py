@@ -55,6 +55,84 @@ def report(state: SearchState, node: Node, node_dir: Path) -> str:
     return "\n".join(parts)
 
 
+NEGLIGIBLE = 1e-3
+"""A regression smaller than this share of the parent's score is reported as negligible."""
+CURVE_KEYS = ("train_loss", "loss", "val_loss")
+
+
+def signals(state: SearchState, node: Node, node_dir: Path, deterministic: bool = False) -> list[str]:
+    """What the harness measured about a failure, as facts the causes and the critic weigh: an exception, a
+    time or memory limit, a non-finite result, the training curve's last move, the size of a regression,
+    and whether the measurement is exact. Read from the node, its folder and its parent; no model."""
+    out: list[str] = []
+    text = f"{node.reason}\n{tail(node_dir / 'stderr.txt', 6)}"
+    low = text.lower()
+    if node.status == "invalid":
+        if "traceback" in low or "error:" in low or "exception" in low:
+            last = next((ln for ln in reversed(text.splitlines()) if "Error" in ln or "Exception" in ln), "")
+            out.append(f"the program raised an exception{': ' + last.strip()[:100] if last else ''}")
+        if "timed out" in low or "timeout" in low or "time limit" in low:
+            out.append("it ran past its time limit")
+        if "memory" in low:
+            out.append("it hit the memory limit")
+        if any(w in low for w in ("non-finite", "nan", "diverged", "inf,", "infinity")):
+            out.append("its result was not a finite number (diverged)")
+    values = _curve(node_dir)
+    if len(values) >= 3:
+        a, b, c = values[-3:]
+        if not all(map(_finite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
+            out.append("its training curve blew up")
+        elif c < b < a:
+            out.append("its training curve was still falling at the end (under-trained?)")
+        elif c > b > a:
+            out.append("its training curve rose at the end")
+        else:
+            out.append("its training curve was flat at the end")
+    parent = state.nodes.get(node.parent) if node.parent is not None else None
+    if (
+        node.score is not None
+        and parent is not None
+        and parent.score is not None
+        and node.score < parent.score
+    ):
+        drop = (parent.score - node.score) / max(abs(parent.score), 1e-12)
+        out.append(
+            f"a negligible regression ({drop:.2%} of the parent's score)"
+            if drop < NEGLIGIBLE
+            else f"{drop:.0%} worse than its parent"
+        )
+    out.append(
+        "the evaluator is deterministic: measuring again gives the same score"
+        if deterministic
+        else "the evaluator is not known to be deterministic: a score may move when measured again"
+    )
+    return out
+
+
+def _finite(v: float) -> bool:
+    return v == v and abs(v) != float("inf")
+
+
+def _curve(node_dir: Path) -> list[float]:
+    """The training curve's values (its first loss-like field) from the node's curves.jsonl."""
+    values = []
+    for line in read_text(node_dir / "curves.jsonl", 256 << 10).splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        key = next((k for k in CURVE_KEYS if isinstance(row, dict) and k in row), None)
+        if key is not None and isinstance(row[key], int | float):
+            values.append(float(row[key]))
+    return values
+
+
+def failure_report(state: SearchState, node: Node, node_dir: Path, deterministic: bool = False) -> str:
+    """The node's report with the harness's `signals`: what attribution reads."""
+    facts = signals(state, node, node_dir, deterministic)
+    return report(state, node, node_dir) + "\nsignals:\n" + "\n".join(f"- {f}" for f in facts)
+
+
 def failed_or_regressed(state: SearchState, node: Node) -> bool:
     if node.status == "invalid":
         return True

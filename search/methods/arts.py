@@ -13,7 +13,7 @@ from __future__ import annotations
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import hypotheses, observations, pursue
+from arts.search.investigation import followups, hypotheses, observations, pursue
 from arts.search.investigation.attribution import Decision
 from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
@@ -62,6 +62,13 @@ def settle(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> dict[int,
     return decisions
 
 
+def exact(run: Run) -> bool:
+    """Whether the evaluator is known to be deterministic: declared by the task, or every remeasurement so
+    far reproduced its score (`followups.reproducible`)."""
+    metric = run.task.config.metric
+    return followups.reproducible(run.ledger, bool(metric and metric.deterministic))
+
+
 def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:
     """Attribution that may start while the round's experiments evaluate (`failures.Ahead`): where they
     run at once and the analyst shares the executor's model, whose batches its calls can join."""
@@ -70,7 +77,7 @@ def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:
         return None
     if run.agents.scientist_backend is not run.agents.executor_backend:
         return None
-    return Ahead(run.ledger, analyst, cfg.attribution, run.seeds.round(run.round), followed)
+    return Ahead(run.ledger, analyst, cfg.attribution, run.seeds.round(run.round), followed, exact(run))
 
 
 def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[dict[int, Decision], set[int]]:
@@ -92,7 +99,9 @@ def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[di
         if work is not None:
             attribution = cfg.attribution
             jobs.append(
-                lambda: attribute_round(ledger, analyst, work, attribution, run.round, seed, together, ahead)
+                lambda: attribute_round(
+                    ledger, analyst, work, attribution, run.round, seed, together, ahead, exact(run)
+                )
             )
         if compare:
             jobs.append(lambda: observations.compare(ledger, analyst, tested, run.round, seed, on))
