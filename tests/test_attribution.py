@@ -294,31 +294,68 @@ def test_a_stall_is_attributed_beside_a_failed_node():
 
 def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
     """Facts the causes and the critic weigh (no model): an exception, the curve's last move, the size of a
-    regression, whether the measurement is exact."""
-    from arts.search.investigation.reports import failure_report, signals
+    regression, a program that computes what its parent does, whether the measurement is exact; and the
+    category and depth the decisive one points to."""
+    from arts.search.investigation.signals import failure_report, measure
     from arts.search.state import Node, SearchState
 
+    seed = {
+        "solution.py": "def f(xs):\n    total = 0\n    for x in xs:\n        total += x\n    return total\n"
+    }
+    renamed = {"solution.py": seed["solution.py"].replace("total", "acc") + "# sums\n"}
     nodes = {
-        1: Node(id=1, status="seed", score=-0.3707, raw_score=0.3707),
+        1: Node(id=1, status="seed", score=-0.3707, raw_score=0.3707, files=seed),
         2: Node(
             id=2, parent=1, status="invalid", reason="exit status 1:\nNameError: name 'STEP' is not defined"
         ),
-        3: Node(id=3, parent=1, status="valid", score=-0.37073, raw_score=0.37073),
-        4: Node(id=4, parent=1, status="valid", score=-0.576, raw_score=0.576),
+        3: Node(id=3, parent=1, status="valid", score=-0.37073, raw_score=0.37073, files=seed),
+        4: Node(id=4, parent=1, status="valid", score=-0.576, raw_score=0.576, files=seed),
+        5: Node(id=5, parent=1, status="valid", score=-0.45, raw_score=0.45, files=renamed),
     }
     state = SearchState(nodes=nodes)
     (tmp_path / "4").mkdir()
     (tmp_path / "4" / "curves.jsonl").write_text(
         "".join(f'{{"step": {i}, "train_loss": {9 - i}}}\n' for i in range(5))
     )
-    crashed = signals(state, nodes[2], tmp_path / "2")
-    assert crashed[0] == "the program raised an exception: NameError: name 'STEP' is not defined"
-    assert "not known to be deterministic" in crashed[-1]
-    tiny = signals(state, nodes[3], tmp_path / "3", deterministic=True)
-    assert tiny[0].startswith("a negligible regression (0.01%") and "is deterministic" in tiny[-1]
-    slow = signals(state, nodes[4], tmp_path / "4")
-    assert slow[:2] == [
+    crashed = measure(state, nodes[2], tmp_path / "2")
+    assert crashed.lines()[0] == "the program raised an exception: NameError: name 'STEP' is not defined"
+    assert crashed.evidence() == ("implementation", "")
+    tiny = measure(state, nodes[3], tmp_path / "3", deterministic=True)
+    assert tiny.lines()[0].startswith("a negligible regression (0.01%") and tiny.evidence() == (
+        None,
+        "accept",
+    )
+    slow = measure(state, nodes[4], tmp_path / "4")
+    assert slow.lines()[:2] == [
         "its training curve was still falling at the end (under-trained?)",
         "55% worse than its parent",
     ]
-    assert failure_report(state, nodes[4], tmp_path / "4").endswith("a score may move when measured again")
+    assert slow.evidence() == ("method", "local")
+    noisy = measure(state, nodes[5], tmp_path / "5")
+    assert noisy.same_program and noisy.evidence() == ("design", "")
+    assert measure(state, nodes[5], tmp_path / "5", deterministic=True).evidence() == (None, "")
+    assert failure_report(state, nodes[4], tmp_path / "4", slow).endswith(
+        "a score may move when measured again"
+    )
+
+
+def test_a_decisive_signal_outweighs_the_critic_and_sets_the_depth():
+    """The critic backs the method cause, the harness saw an exception: the code is repaired. A regression
+    too small to act on is accepted whatever the cause; a curve still falling refines the method locally.
+    Without a critic (the ablation) the analyst's labels route as before."""
+    decision, _ = run()  # the scripted critic backs the method cause (index 2)
+    assert decision.action == "refine_structural"
+    backend = Scripted({"causes": CAUSES, "critic": CRITIC, "judge": JUDGE})
+    repaired = attribute(
+        Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("implementation", "")
+    )
+    assert repaired.action == "repair" and repaired.index == 0 and repaired.score == 1.25
+    accepted = attribute(Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=(None, "accept"))
+    assert accepted.action == "accept"
+    local = attribute(Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("method", "local"))
+    assert local.action == "refine_local" and local.index == 2
+    plain = CFG.model_copy(update={"critic": False})
+    table = attribute(
+        Analyst(backend, AnalysisConfig()), "report", plain, seed=1, evidence=("implementation", "")
+    )
+    assert table.routed == "pivot"  # method / fatal, the analyst's own labels

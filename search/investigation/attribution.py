@@ -199,8 +199,14 @@ def stalled(traj: Trajectory, cfg: AttributionConfig) -> bool:
 SEVERITY_ORDER = {"fatal": 0, "major": 1, "minor": 2}
 
 
-def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
-    """Causes by critic score, highest first; ties (every cause, without a critic) go to the analyst's own
+EVIDENCE_WEIGHT = 1.0
+"""Support added to a cause of the category a decisive harness signal blames (`signals.Signals.evidence`):
+more than the critic's grades can separate, so the measured fact wins over the 135M critic's guess."""
+
+
+def rank(causes: list[Cause], critiques: list[Critique], blamed: Category | None = None) -> list[RankedCause]:
+    """Causes by support, highest first: the critic's grade, plus `EVIDENCE_WEIGHT` for a cause of the
+    category a decisive signal `blamed`. Ties (every cause, without a critic) go to the analyst's own
     severity, fatal first, then to the analyst's order. The critic's category wins. The causes' order is
     the grammar's (the code, the evaluation, the idea), so order alone would always pick the code."""
     by_index = {c.index: c for c in critiques if 0 <= c.index < len(causes)}
@@ -208,11 +214,12 @@ def rank(causes: list[Cause], critiques: list[Critique]) -> list[RankedCause]:
     for i, cause in enumerate(causes):
         crit = by_index.get(i)
         category = crit.category if crit else cause.category
+        bonus = EVIDENCE_WEIGHT if blamed is not None and category == blamed else 0.0
         ranked.append(
             RankedCause(
                 index=i,
                 cause=cause.model_copy(update={"category": category}),
-                score=crit.score if crit else UNSCORED,
+                score=(crit.score if crit else UNSCORED) + bonus,
                 corrected=category != cause.category,
                 criticality=crit.criticality if crit else None,
             )
@@ -232,10 +239,16 @@ def gated(category: Category, criticality: float, gates: list[float]) -> Action:
     return "repair" if category == "implementation" else "fix_protocol"
 
 
-def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig) -> Decision:
+def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig, depth: str = "") -> Decision:
     """The top cause's action (gated by the critic's criticality, else the table on the analyst's labels),
-    clamped when a confident judge calls the measurement valid."""
-    if top.criticality is not None:
+    clamped when a confident judge calls the measurement valid. `depth`, from a decisive signal: "accept"
+    (a regression too small to act on) accepts whatever the cause; "local" (a step too far or too short)
+    refines a method cause locally."""
+    if depth == "accept":
+        routed: Action = "accept"
+    elif depth == "local" and top.cause.category == "method":
+        routed = "refine_local"
+    elif top.criticality is not None:
         routed = gated(top.cause.category, top.criticality, cfg.gates)
     else:
         routed = ROUTES[(top.cause.category, top.cause.severity)]
@@ -275,10 +288,13 @@ def attribute(
     cfg: AttributionConfig,
     seed: int | None = None,
     together: Together | None = None,
+    evidence: tuple[Category | None, str] = (None, ""),
 ) -> Decision | None:
     """(causes -> critic) beside judge -> rank -> route. None when no usable causes came back; a failed
     (or switched off) critic leaves every cause at `UNSCORED`, routed on its labels; a failed judge means
-    no clamp. The judge does not read the causes: `together` may ask it while they are written."""
+    no clamp. The judge does not read the causes: `together` may ask it while they are written.
+    `evidence`: the category and depth a decisive harness signal points to (`signals.Signals.evidence`),
+    weighed with the critic's support; the no-critic ablation routes on the analyst's labels alone."""
     errors: dict[str, str] = {}
 
     def error(name: str) -> None:
@@ -313,5 +329,6 @@ def attribute(
         (causes, critiques), judgement = together([diagnose, judge])
         if not causes:
             return None
-    decision = route(rank(causes, critiques)[0], judgement, cfg)
+    blamed, depth = evidence if cfg.critic else (None, "")
+    decision = route(rank(causes, critiques, blamed)[0], judgement, cfg, depth)
     return decision.model_copy(update={"causes": causes, "critiques": critiques, "errors": errors})

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from arts.policy.analysis import Analyst
+from arts.search.investigation import signals
 from arts.search.investigation.attribution import (
     AttributionConfig,
     Decision,
@@ -24,7 +25,7 @@ from arts.search.investigation.attribution import (
     stalled,
     trajectory,
 )
-from arts.search.investigation.reports import failed_or_regressed, failure_report
+from arts.search.investigation.reports import failed_or_regressed
 from arts.search.ledger import Ledger
 from arts.search.render import INSIGHT_CHARS
 from arts.search.state import Insight, Node, SearchState
@@ -113,13 +114,16 @@ class Ahead:
         state = self.ledger.state
         for nid in ready:
             n = state.nodes[nid]
+            folder = self.ledger.store.node_dir(nid)
+            sig = signals.measure(state, n, folder, self.deterministic)
             try:
                 decision = attribute(
                     self.analyst,
-                    failure_report(state, n, self.ledger.store.node_dir(nid), self.deterministic),
+                    signals.failure_report(state, n, folder, sig),
                     self.cfg,
                     self.seed,
                     together,
+                    sig.evidence(),
                 )
             except Exception:  # asked again at the round's end, where its error is raised as before
                 continue
@@ -146,7 +150,9 @@ def attribute_round(
     plateau, traj = work.plateau, work.traj
 
     def one(n: Node) -> tuple[Node, Decision | None]:
-        rep = failure_report(state, n, ledger.store.node_dir(n.id), deterministic)
+        folder = ledger.store.node_dir(n.id)
+        sig = signals.measure(state, n, folder, deterministic)
+        rep = signals.failure_report(state, n, folder, sig)
         stall = work.stall is not None and n.id == work.stall.id
         if stall:
             rep += "\n" + stall_text(traj, plateau)
@@ -154,8 +160,11 @@ def attribute_round(
             reflect(ledger, analyst, rep, n, round, seed)
             return n, None
         early = ahead is not None and not stall and n.id in ahead.decisions
+        evidence = (None, "") if stall else sig.evidence()  # a stall's failure is the plateau's
         decision = (
-            ahead.decisions[n.id] if early else attribute(analyst, rep, cfg, seed=seed, together=together)
+            ahead.decisions[n.id]
+            if early
+            else attribute(analyst, rep, cfg, seed=seed, together=together, evidence=evidence)
         )
         ledger.event(
             "routing",

@@ -1,0 +1,169 @@
+"""What the harness measured about a failed experiment, and the route those facts point to.
+
+A 135M analyst and critic read a failure report and, measured on the recovery benchmark
+(`search/bench/recovery.py`), routed a failure of known cause no better than chance (0.17-0.26 of 12
+scenarios x 2 seeds, with six routes). Some causes the harness can see without a model: an exception
+(the code), a result that is not a finite number or a training curve that blew up or was still falling
+(the method, one step too far or too short), a regression too small to matter, and a program that
+computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
+known to be exact (the measurement). These `Signals` are shown to the causes and the critic as lines of
+the report, and where one is decisive it weighs in the ranking and the depth (`attribution.attribute`).
+Everything else (a sound program that is simply worse, a missing component) is left to the critic.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+from typing import NamedTuple
+
+from arts.policy.analysis_answers import Category
+from arts.search.investigation.reports import report, tail
+from arts.search.state import Node, SearchState
+from arts.tasks.workcopy import read_text
+
+NEGLIGIBLE = 1e-3
+"""A regression smaller than this share of the parent's score is too small to act on."""
+CURVE_KEYS = ("train_loss", "loss", "val_loss")
+"""The first of these fields of a node's curves.jsonl is its training curve."""
+
+
+class Signals(NamedTuple):
+    exception: str = ""
+    """The last error line when the program raised one."""
+    limit: str = ""
+    """"time" or "memory" when the run hit that limit."""
+    nonfinite: bool = False
+    curve: str = ""
+    """The training curve's last move: "blew up", "still falling", "rose", "flat", or "" without one."""
+    drop: float | None = None
+    """How much worse than its parent, as a share of the parent's score (None: not a valid regression)."""
+    exact: bool = False
+    """The evaluator is known to be deterministic."""
+    same_program: bool = False
+    """The program computes what its parent's does: the same syntax tree up to names and comments."""
+
+    def lines(self) -> list[str]:
+        out = [f"the program raised an exception: {self.exception}"] if self.exception else []
+        out += [f"it ran past its {self.limit} limit"] if self.limit else []
+        out += ["its result was not a finite number (diverged)"] if self.nonfinite else []
+        curve = {"still falling": "was still falling at the end (under-trained?)", "blew up": "blew up"}
+        out += (
+            [f"its training curve {curve.get(self.curve, self.curve + ' at the end')}"] if self.curve else []
+        )
+        if self.drop is not None:
+            out.append(
+                f"a negligible regression ({self.drop:.2%} of the parent's score)"
+                if self.drop < NEGLIGIBLE
+                else f"{self.drop:.0%} worse than its parent"
+            )
+        out += (
+            ["it computes what its parent does (only names or comments changed)"] if self.same_program else []
+        )
+        out.append(
+            "the evaluator is deterministic: measuring again gives the same score"
+            if self.exact
+            else "the evaluator is not known to be deterministic: a score may move when measured again"
+        )
+        return out
+
+    def evidence(self) -> tuple[Category | None, str]:
+        """(The category the decisive signal blames, or None for any; the depth it calls for: "accept",
+        "local" or "" when it leaves the depth to the critic)."""
+        if self.drop is not None and self.drop < NEGLIGIBLE:
+            return None, "accept"
+        if self.exception:
+            return "implementation", ""
+        if self.same_program and not self.exact:
+            return "design", ""
+        if self.nonfinite or self.limit or self.curve in ("blew up", "still falling"):
+            return "method", "local"
+        return None, ""
+
+
+def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool = False) -> Signals:
+    """The node's signals, read from the node, its folder and its parent; no model."""
+    text = f"{node.reason}\n{tail(node_dir / 'stderr.txt', 6)}"
+    low = text.lower()
+    invalid = node.status == "invalid"
+    exception = ""
+    if invalid and ("traceback" in low or "error" in low or "exception" in low):
+        exception = next(
+            (ln.strip()[:100] for ln in reversed(text.splitlines()) if "Error" in ln or "Exception" in ln),
+            "error",
+        )
+    limit = "time" if invalid and ("timed out" in low or "time limit" in low) else ""
+    limit = limit or ("memory" if invalid and "memory" in low else "")
+    nonfinite = invalid and any(w in low for w in ("non-finite", "nan", "diverged", "infinity"))
+    values = _curve(node_dir)
+    curve = ""
+    if len(values) >= 3:
+        a, b, c = values[-3:]
+        if not all(map(_finite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
+            curve = "blew up"
+        else:
+            curve = "still falling" if c < b < a else "rose" if c > b > a else "flat"
+    parent = state.nodes.get(node.parent) if node.parent is not None else None
+    drop = None
+    if (
+        node.score is not None
+        and parent is not None
+        and parent.score is not None
+        and node.score < parent.score
+    ):
+        drop = (parent.score - node.score) / max(abs(parent.score), 1e-12)
+    same = parent is not None and _same_program(parent.files, node.files)
+    return Signals(exception, limit, nonfinite, curve, drop, deterministic, same)
+
+
+def failure_report(state: SearchState, node: Node, node_dir: Path, sig: Signals) -> str:
+    """The node's report with its signals: what the causes, the critic and the judge read."""
+    return report(state, node, node_dir) + "\nsignals:\n" + "\n".join(f"- {line}" for line in sig.lines())
+
+
+def _finite(v: float) -> bool:
+    return v == v and abs(v) != float("inf")
+
+
+def _curve(node_dir: Path) -> list[float]:
+    values = []
+    for line in read_text(node_dir / "curves.jsonl", 256 << 10).splitlines():
+        try:
+            row = json.loads(line)
+        except ValueError:
+            continue
+        key = next((k for k in CURVE_KEYS if isinstance(row, dict) and k in row), None)
+        if key is not None and isinstance(row[key], int | float):
+            values.append(float(row[key]))
+    return values
+
+
+def _same_program(before: dict[str, str], after: dict[str, str]) -> bool:
+    """Whether every Python file parses to the same tree up to the names it binds and its comments (a
+    renamed variable, a new comment); other files must be equal. False when nothing differs at all."""
+    if before == after or set(before) != set(after):
+        return False
+    for path, text in after.items():
+        if text == before[path]:
+            continue
+        if not path.endswith(".py"):
+            return False
+        try:
+            if _shape(ast.parse(before[path])) != _shape(ast.parse(text)):
+                return False
+        except (SyntaxError, ValueError):
+            return False
+    return True
+
+
+def _shape(tree: ast.AST) -> str:
+    """The tree with local names numbered by first appearance (module-level and called names kept)."""
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and not node.id.isupper():
+            names.setdefault(node.id, f"v{len(names)}")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            node.id = names[node.id]
+    return ast.dump(tree, annotate_fields=False)
