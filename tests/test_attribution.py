@@ -318,7 +318,7 @@ def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
         "".join(f'{{"step": {i}, "train_loss": {9 - i}}}\n' for i in range(5))
     )
     crashed = measure(state, nodes[2], tmp_path / "2")
-    assert crashed.lines()[0] == "the program raised an exception: NameError: name 'STEP' is not defined"
+    assert crashed.lines()[0] == "the program failed: NameError: name 'STEP' is not defined"
     assert crashed.evidence() == ("implementation", "")
     tiny = measure(state, nodes[3], tmp_path / "3", deterministic=True)
     assert tiny.lines()[0].startswith("a negligible regression (0.01%") and tiny.evidence() == (
@@ -331,6 +331,11 @@ def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
         "55% worse than its parent",
     ]
     assert slow.evidence() == ("method", "local")
+    (tmp_path / "1").mkdir()  # a parent whose curve also still fell: the fall is no news
+    (tmp_path / "1" / "curves.jsonl").write_text((tmp_path / "4" / "curves.jsonl").read_text())
+    assert measure(state, nodes[4], tmp_path / "4").evidence() == (None, "")
+    short = Node(id=6, parent=1, status="invalid", reason="smooth() returned 396 values for 400 samples")
+    assert measure(state, short, tmp_path / "6").evidence() == ("implementation", "")  # a broken contract
     noisy = measure(state, nodes[5], tmp_path / "5")
     assert noisy.same_program and noisy.evidence() == ("design", "")
     assert measure(state, nodes[5], tmp_path / "5", deterministic=True).evidence() == (None, "")

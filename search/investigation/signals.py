@@ -3,8 +3,9 @@
 A 135M analyst and critic read a failure report and, measured on the recovery benchmark
 (`search/bench/recovery.py`), routed a failure of known cause no better than chance (0.17-0.26 of 12
 scenarios x 2 seeds, with six routes). Some causes the harness can see without a model: an exception
-(the code), a result that is not a finite number or a training curve that blew up or was still falling
-(the method, one step too far or too short), a regression too small to matter, and a program that
+or an invalid result that hit no limit (the code broke its contract), a result that is not a finite
+number or a training curve that blew up, or still fell where its parent's had not (the method, one step
+too far or too short), a regression too small to matter, and a program that
 computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
 known to be exact (the measurement). These `Signals` are shown to the causes and the critic as lines of
 the report, and where one is decisive it weighs in the ranking and the depth (`attribution.attribute`).
@@ -31,12 +32,16 @@ CURVE_KEYS = ("train_loss", "loss", "val_loss")
 
 class Signals(NamedTuple):
     exception: str = ""
-    """The last error line when the program raised one."""
+    """The last error line when the program raised one; else, for an invalid result that hit no limit and
+    is not a divergence (the program broke its contract: a wrong length, a missing value), the evaluator's
+    reason."""
     limit: str = ""
     """"time" or "memory" when the run hit that limit."""
     nonfinite: bool = False
     curve: str = ""
     """The training curve's last move: "blew up", "still falling", "rose", "flat", or "" without one."""
+    parent_curve: str = ""
+    """The parent's, the same way: a curve still falling is news only where the parent's was not."""
     drop: float | None = None
     """How much worse than its parent, as a share of the parent's score (None: not a valid regression)."""
     exact: bool = False
@@ -45,7 +50,7 @@ class Signals(NamedTuple):
     """The program computes what its parent's does: the same syntax tree up to names and comments."""
 
     def lines(self) -> list[str]:
-        out = [f"the program raised an exception: {self.exception}"] if self.exception else []
+        out = [f"the program failed: {self.exception}"] if self.exception else []
         out += [f"it ran past its {self.limit} limit"] if self.limit else []
         out += ["its result was not a finite number (diverged)"] if self.nonfinite else []
         curve = {"still falling": "was still falling at the end (under-trained?)", "blew up": "blew up"}
@@ -77,7 +82,8 @@ class Signals(NamedTuple):
             return "implementation", ""
         if self.same_program and not self.exact:
             return "design", ""
-        if self.nonfinite or self.limit or self.curve in ("blew up", "still falling"):
+        newly_falling = self.curve == "still falling" and self.parent_curve != "still falling"
+        if self.nonfinite or self.limit or self.curve == "blew up" or newly_falling:
             return "method", "local"
         return None, ""
 
@@ -87,24 +93,18 @@ def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool 
     text = f"{node.reason}\n{tail(node_dir / 'stderr.txt', 6)}"
     low = text.lower()
     invalid = node.status == "invalid"
-    exception = ""
-    if invalid and ("traceback" in low or "error" in low or "exception" in low):
-        exception = next(
-            (ln.strip()[:100] for ln in reversed(text.splitlines()) if "Error" in ln or "Exception" in ln),
-            "error",
-        )
     limit = "time" if invalid and ("timed out" in low or "time limit" in low) else ""
     limit = limit or ("memory" if invalid and "memory" in low else "")
     nonfinite = invalid and any(w in low for w in ("non-finite", "nan", "diverged", "infinity"))
-    values = _curve(node_dir)
-    curve = ""
-    if len(values) >= 3:
-        a, b, c = values[-3:]
-        if not all(map(_finite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
-            curve = "blew up"
-        else:
-            curve = "still falling" if c < b < a else "rose" if c > b > a else "flat"
+    exception = ""
+    if invalid and ("traceback" in low or "error" in low or "exception" in low):
+        lines = reversed(text.splitlines())
+        exception = next((ln.strip()[:100] for ln in lines if "Error" in ln or "Exception" in ln), "an error")
+    elif invalid and not limit and not nonfinite:
+        exception = node.reason.strip().splitlines()[-1][:100] if node.reason.strip() else "an invalid result"
     parent = state.nodes.get(node.parent) if node.parent is not None else None
+    curve = _shape_of(_curve(node_dir))
+    parent_curve = _shape_of(_curve(node_dir.parent / str(parent.id))) if parent is not None else ""
     drop = None
     if (
         node.score is not None
@@ -114,12 +114,22 @@ def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool 
     ):
         drop = (parent.score - node.score) / max(abs(parent.score), 1e-12)
     same = parent is not None and _same_program(parent.files, node.files)
-    return Signals(exception, limit, nonfinite, curve, drop, deterministic, same)
+    return Signals(exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same)
 
 
 def failure_report(state: SearchState, node: Node, node_dir: Path, sig: Signals) -> str:
     """The node's report with its signals: what the causes, the critic and the judge read."""
     return report(state, node, node_dir) + "\nsignals:\n" + "\n".join(f"- {line}" for line in sig.lines())
+
+
+def _shape_of(values: list[float]) -> str:
+    """A curve's last move: "blew up", "still falling", "rose", "flat"; "" for fewer than three points."""
+    if len(values) < 3:
+        return ""
+    a, b, c = values[-3:]
+    if not all(map(_finite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
+        return "blew up"
+    return "still falling" if c < b < a else "rose" if c > b > a else "flat"
 
 
 def _finite(v: float) -> bool:
