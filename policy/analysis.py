@@ -76,9 +76,10 @@ class AnalysisConfig(BaseModel):
     small profile: asked for them, the 135M default wrote `the task is` four times on char-lm and copied
     `independent directions` from the question on two other tasks (its directed hypotheses take their
     axes from the program's targets instead)."""
-    cause_tokens: int = Field(100, gt=0)
-    """Output cap per cause (three strings of up to 120 characters): a causes call may write k times
-    this plus 20, above the usual 200 because a truncated list loses every cause at once."""
+    cause_tokens: int = Field(130, gt=0)
+    """Output cap per cause (three strings of up to 120 characters, the labels, the separators): a causes
+    call may write k times this plus 20, above the usual 200 because a truncated list loses every cause at
+    once. At 100, 2 of 24 attributions of the recovery benchmark were cut off (320 tokens)."""
     critique_tokens: int = Field(44, gt=0)
     """Output cap per critique, plus a fixed 24 for the wrapper."""
     judge_tokens: int = Field(80, gt=0)

@@ -364,3 +364,15 @@ def test_a_decisive_signal_outweighs_the_critic_and_sets_the_depth():
         Analyst(backend, AnalysisConfig()), "report", plain, seed=1, evidence=("implementation", "")
     )
     assert table.routed == "pivot"  # method / fatal, the analyst's own labels
+
+
+def test_the_critic_cannot_relabel_the_cause_the_evidence_backs():
+    """The embedded critic relabelled the method cause of a fit that blew up as a code bug: the evidence's
+    cause keeps its category and its support, so the step is refined locally."""
+    relabel = {"scores": [{**CRITIC["scores"][0], "score": 1.0}, CRITIC["scores"][1],
+                          {**CRITIC["scores"][2], "score": 0.5, "category": "implementation"}]}  # fmt: skip
+    backend = Scripted({"causes": CAUSES, "critic": relabel, "judge": JUDGE})
+    decision = attribute(
+        Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("method", "local")
+    )
+    assert decision.index == 2 and decision.cause.category == "method" and decision.action == "refine_local"

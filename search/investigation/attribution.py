@@ -205,16 +205,17 @@ more than the critic's grades can separate, so the measured fact wins over the 1
 
 
 def rank(causes: list[Cause], critiques: list[Critique], blamed: Category | None = None) -> list[RankedCause]:
-    """Causes by support, highest first: the critic's grade, plus `EVIDENCE_WEIGHT` for a cause of the
-    category a decisive signal `blamed`. Ties (every cause, without a critic) go to the analyst's own
+    """Causes by support, highest first: the critic's grade, plus `EVIDENCE_WEIGHT` for the cause the
+    analyst wrote in the category a decisive signal `blamed` (which keeps that category). Ties (every cause, without a critic) go to the analyst's own
     severity, fatal first, then to the analyst's order. The critic's category wins. The causes' order is
     the grammar's (the code, the evaluation, the idea), so order alone would always pick the code."""
     by_index = {c.index: c for c in critiques if 0 <= c.index < len(causes)}
     ranked = []
     for i, cause in enumerate(causes):
         crit = by_index.get(i)
-        category = crit.category if crit else cause.category
-        bonus = EVIDENCE_WEIGHT if blamed is not None and category == blamed else 0.0
+        backed = blamed is not None and cause.category == blamed  # by the evidence: the critic's relabelling
+        category = blamed if backed else crit.category if crit else cause.category  # does not undo it
+        bonus = EVIDENCE_WEIGHT if backed else 0.0
         ranked.append(
             RankedCause(
                 index=i,
