@@ -1,6 +1,6 @@
 """Rewards: how an action's score becomes a reward, and a group's rewards become advantages."""
 
-from arts.rewards import functions  # noqa: F401  (registers the built-in reward functions)
+from arts.rewards import functions, parent  # noqa: F401  (register the built-in reward functions)
 from arts.rewards.advantages import group_advantages, is_degenerate
 from arts.rewards.base import (
     REWARDS,

@@ -10,6 +10,7 @@ Group normalisation into advantages is `rewards.advantages`; the built-in functi
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Protocol
 
@@ -69,6 +70,11 @@ def get_reward(name: str) -> RewardFn:
     if not callable(fn):
         raise KeyError(f"reward {name!r} is not callable; give a function with the RewardFn signature")
     return fn
+
+
+def valid_score(score: float | None) -> bool:
+    """A score a reward can judge: not None, finite."""
+    return score is not None and math.isfinite(score)
 
 
 def compute_reward(

@@ -12,7 +12,8 @@ from arts.rewards import (
     is_degenerate,
     reward_names,
 )
-from arts.rewards.functions import beats_parent, best_only, gain_sign, improvement, percentile, rank, raw
+from arts.rewards.functions import best_only, percentile, rank, raw
+from arts.rewards.parent import beats_parent, gain_sign, improvement
 
 CFG = RewardConfig()
 
