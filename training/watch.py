@@ -57,13 +57,21 @@ def class_logprobs(
     if rejected is not None:
         return None
     target = ActionTarget(tokens, masks.clone(), (start, len(tokens)))
+    tuned, base = tuned_and_base(backend, adapter, backend.encode_prompt(prompt), [target], temperature)
+    return math.fsum(tuned[0][start:]), math.fsum(base[0][start:])
+
+
+def tuned_and_base(
+    backend: Any, adapter: str, prompt_ids: list[int], targets: list[ActionTarget], temperature: float
+) -> tuple[list[list[float]], list[list[float]]]:
+    """The targets' per-token log-probs after `prompt_ids` under `adapter`, then under the base model."""
+    tok = backend.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    prompt_ids = backend.encode_prompt(prompt)
     with adapter_scope(backend.model, adapter):
-        tuned = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
+        tuned = score_targets(backend.model, prompt_ids, targets, pad, temperature)
     with base_model(backend.model):
-        base = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
-    return math.fsum(tuned[start:]), math.fsum(base[start:])
+        base = score_targets(backend.model, prompt_ids, targets, pad, temperature)
+    return tuned, base
 
 
 PROBABILITY = '"probability": '
@@ -119,13 +127,9 @@ def offer_probability(
     if rejected is not None:
         return None
     target = ActionTarget(tokens[start:end], masks[start:end].clone())
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     prompt_ids = backend.encode_prompt(prompt) + tokens[:start]
-    with adapter_scope(backend.model, adapter):
-        tuned = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
-    with base_model(backend.model):
-        base = score_targets(backend.model, prompt_ids, [target], pad, temperature)[0]
-    return math.exp(math.fsum(tuned)), math.exp(math.fsum(base))
+    tuned, base = tuned_and_base(backend, adapter, prompt_ids, [target], temperature)
+    return math.exp(math.fsum(tuned[0])), math.exp(math.fsum(base[0]))
 
 
 def stated_probabilities(
@@ -147,7 +151,6 @@ def stated_probabilities(
     one, zero, dot = (tok.encode(s, add_special_tokens=False)[0] for s in ("1", "0", "."))
     digits = [tok.encode(str(d), add_special_tokens=False)[0] for d in range(10)]
     paths = [([one], 1.0)] + [([zero, dot, digit], d / 10 + 0.05) for d, digit in enumerate(digits)]
-    pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     prompt_ids = backend.encode_prompt(prompt)
     out: list[tuple[float, float] | None] = []
     for candidate in range(tok.decode(tokens).count(PROBABILITY)):
@@ -164,16 +167,9 @@ def stated_probabilities(
         if not targets:
             out.append(None)
             continue
-
-        def expected(targets=targets, values=values, start=start) -> float:
-            rows = score_targets(backend.model, prompt_ids + tokens[:start], targets, pad, temperature)
-            return math.fsum(v * math.exp(math.fsum(r)) for r, v in zip(rows, values))
-
-        with adapter_scope(backend.model, adapter):
-            tuned = expected()
-        with base_model(backend.model):
-            base = expected()
-        out.append((tuned, base))
+        both = tuned_and_base(backend, adapter, prompt_ids + tokens[:start], targets, temperature)
+        expected = [math.fsum(v * math.exp(math.fsum(r)) for r, v in zip(rows, values)) for rows in both]
+        out.append((expected[0], expected[1]))
     return out
 
 

@@ -153,6 +153,7 @@ def run_scenario(
     """One run of `method` on scenario `s` into `out/runs/`: its row (`ROW_FIELDS`). `evals` 0: the route
     only, no search after it (recovery is then not measured: its field is empty)."""
     from arts.search.config import load_config, to_toml
+    from arts.search.investigation.reports import failed_or_regressed
     from arts.search.loop import run_search
     from arts.search.run import build_run
     from arts.search.store import Store
@@ -182,7 +183,7 @@ def run_scenario(
     decision = routes[0].get("decision") if routes else None
     route = decision["action"] if decision else "none"
     later = [n.score for n in state.nodes.values() if n.id > failed.id and n.score is not None]
-    regressed = failed.score is None or (root.score is not None and failed.score < root.score)
+    regressed = failed_or_regressed(state, failed)
     return {
         "scenario": s.name, "level": s.level, "method": method, "seed": seed, "failed": regressed,
         "route": route, "right": route == s.level,

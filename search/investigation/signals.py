@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -127,13 +128,9 @@ def _shape_of(values: list[float]) -> str:
     if len(values) < 3:
         return ""
     a, b, c = values[-3:]
-    if not all(map(_finite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
+    if not all(map(math.isfinite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
         return "blew up"
     return "still falling" if c < b < a else "rose" if c > b > a else "flat"
-
-
-def _finite(v: float) -> bool:
-    return v == v and abs(v) != float("inf")
 
 
 def _curve(node_dir: Path) -> list[float]:
