@@ -13,7 +13,7 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
-       [--watch "decrease TOL"] [--json out.json]
+       [--watch "decrease TOL"] [--train-on action move] [--json out.json]
 """
 
 from __future__ import annotations
@@ -66,11 +66,11 @@ def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
 
 def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
-    prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None,
+    prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     trainer = Trainer(
-        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad), Path(tempfile.mkdtemp()),
+        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on), Path(tempfile.mkdtemp()),
         temperature=temperature, seed=seed,
     )  # fmt: skip
     trainer.start()
@@ -113,18 +113,24 @@ def replay(
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "dtype": dtype, "ratio0": ratio0,
+    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "dtype": dtype,
+            "ratio0": ratio0,
             "updates": updates, "watch": watched,
             "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
             **check.model_dump()}  # fmt: skip
 
 
+def _name(row: dict) -> str:
+    return (
+        f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}"
+        f" on {row.get('train_on', 'action')}"
+    )
+
+
 def pooled(runs: list[dict]) -> list[str]:
     """Per setting (learning rate, prompt gradient), the mean concordance over the runs with pairs, and its
     paired difference from the first setting, each with an interval stratified by task."""
-    names = [
-        f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}" for row in runs[0]["rows"]
-    ]
+    names = [_name(row) for row in runs[0]["rows"]]
     tasks = list(dict.fromkeys(r["task"] for r in runs))
 
     def strata(value) -> list[list[float]]:
@@ -162,6 +168,8 @@ def main() -> int:
                     " sampling time are from the update's own first forward under it)")  # fmt: skip
     ap.add_argument("--watch", default=None, help='a class of moves ("decrease TOL") whose held-out draw '
                     "probability (training.watch) is taken before each update after the first")  # fmt: skip
+    ap.add_argument("--train-on", nargs="+", choices=["action", "move"], default=["action"],
+                    help="the tokens the loss counts (GRPOConfig.train_on); several: replay each")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -172,7 +180,8 @@ def main() -> int:
         print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
         rows = []
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
-        for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
+        settings = [(lr, grad, on) for lr in args.lr for grad in grads for on in args.train_on]
+        for lr, grad, on in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -184,11 +193,12 @@ def main() -> int:
                 grad,
                 args.dtype,
                 args.watch,
+                on,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]
             print(
-                f"  lr {lr:g}, prompt gradient {'on' if grad else 'off'}: {row['updates']} updates "
+                f"  {_name(row)}: {row['updates']} updates "
                 f"({'-' if u is None else f'{u:.1f}'} s each), KL to base at the last "
                 f"{row['kl_last'] or 0:.2e}/token, held-out concordance {'-' if c is None else f'{c:.3f}'} "
                 f"over {row['pairs']} pairs, sampling-time old log-probs off by up to {row['ratio0']:.2g} "

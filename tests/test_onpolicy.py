@@ -12,7 +12,7 @@ from arts.policy.backends import decoding
 from arts.policy.scientist import Scientist, ScientistConfig
 from arts.policy.spans import item_spans, token_spans
 from arts.training.grpo import GRPOConfig
-from arts.training.logprobs import adapter_scope, target_logprobs
+from arts.training.logprobs import adapter_scope, move_positions, target_logprobs
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
 from tests.doubles import STATE, sampled_proposal
 
@@ -112,3 +112,36 @@ def test_old_logprobs_are_the_sampling_policys_at_the_default_temperature(
         new, _ = target_logprobs(tiny_backend.model, built.prompt_ids, built.targets, 0, trainer.temperature)
     for row, (s, e) in enumerate(prop.spans):
         assert max(abs(n - o) for n, o in zip(new[row, s:e].tolist(), old[row])) < 1e-4
+
+
+def test_the_move_is_the_parent_and_the_verb_and_target_of_a_directed_hypothesis(tiny_model_dir):
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    directed = '{"parent": 3, "hypothesis": "decrease TOL to 1e-9 now", "axis": "TOL", "probability": 0.4}'
+    free = '{"parent": 12, "hypothesis": "use a Newton step", "axis": "other", "probability": 0.25}'
+    for text, move, left_out in (
+        (directed, ["3", "decrease TOL"], ["1e-9", "axis", "0.4"]),
+        (free, ["12", "use a Newton step"], ["other", "0.25"]),
+    ):
+        ids = [0, *tok.encode(text, add_special_tokens=False)]  # a context token before the span
+        kept = move_positions(tok, ids, (1, len(ids)))
+        words = tok.decode([ids[i] for i in kept])
+        assert all(m in words for m in move) and not any(w in words for w in left_out)
+
+
+def test_training_on_the_move_counts_only_its_tokens(tmp_path, tiny_backend):
+    trainers = {
+        on: Trainer(tiny_backend, GRPOConfig(train_on=on, steps=1), tmp_path / on)
+        for on in ("action", "move")
+    }
+    prop = sampled_proposal(tiny_backend)
+    sampled, spans = prop.completion.token_ids, prop.spans
+    moves = [move_positions(tiny_backend.tokenizer, sampled, s) for s in spans]
+    assert all(moves) and sum(map(len, moves)) < sum(e - s for s, e in spans) / 2
+    counted = {}
+    for on, trainer in trainers.items():
+        trainer.start()
+        full = trainer.proposal_logprobs(prop.messages, prop.json_schema, sampled)
+        g = ActionGroup(prop.messages, prop.json_schema, ["a"] * len(spans), [1.0] + [0.0] * (len(spans) - 1),
+                        [full[s:e] for s, e in spans], sampled, spans)  # fmt: skip
+        counted[on] = trainer.update([g]).stats.tokens
+    assert counted == {"action": sum(e - s for s, e in spans), "move": sum(map(len, moves))}

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -69,6 +69,10 @@ class GRPOConfig(BaseModel):
     """Upper clip of the ratio (DAPO's clip-higher); None means `clip_eps`."""
     kl_coef: float = Field(0.0, ge=0)
     """Weight of the per-token KL penalty to the base model (the adapter disabled); 0 turns it off."""
+    train_on: Literal["move", "action"] = "action"
+    """Which tokens of a drawn candidate the loss counts: "action", all of them (its stated probability,
+    labels and free detail too); "move", those that choose the experiment (the parent and the
+    hypothesis, of a directed one its verb and target: `training.logprobs.move_positions`)."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     steps: int = Field(4, ge=1, le=64)

@@ -24,6 +24,7 @@ Deliberately not here: anything that decides what to train on (that is `search.l
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -33,7 +34,12 @@ import torch
 from pydantic import BaseModel
 
 from arts.policy.backends.decoding import completion_logprobs
+from arts.policy.edits.moves import DIRECTED
 from arts.policy.proposal_schema import candidate_schema, canonical_action
+from arts.policy.spans import token_spans
+
+MOVE_FIELDS = re.compile(r'"parent": (?P<parent>\d+)|"hypothesis": "(?P<hypothesis>[^"]*)"')
+"""The fields of a candidate's text that name its experiment (`move_positions`)."""
 
 ACTION_KEYS = ("parent", "hypothesis", "axis")
 """The single action's fields, in the order the action schema (and so the grammar) writes them."""
@@ -74,6 +80,9 @@ class ActionTarget:
     tokens: list[int]
     allowed: torch.Tensor
     span: tuple[int, int] | None = None
+    keep: list[int] | None = None
+    """Positions (in `tokens`, inside the span) that the loss counts; None: every one of the span's.
+    `move_positions` gives those of the move alone."""
 
     @property
     def trained(self) -> tuple[int, int]:
@@ -114,8 +123,30 @@ def loss_mask(targets: list[ActionTarget], shape: tuple[int, int]) -> torch.Tens
     out = torch.zeros(shape, dtype=torch.bool)
     for row, t in enumerate(targets):
         start, end = t.trained
-        out[row, start:end] = True
+        if t.keep is None:
+            out[row, start:end] = True
+        else:
+            out[row, [i for i in t.keep if start <= i < end]] = True
     return out
+
+
+def move_positions(tokenizer: Any, tokens: list[int], span: tuple[int, int]) -> list[int]:
+    """The positions of `tokens[span]` (one candidate, as the grammar writes it) that choose the experiment:
+    the parent id and the hypothesis, of a directed hypothesis only its verb and target ("decrease TOL",
+    not the free detail after it, which no edit reads). The stated probability, the axis and region
+    labels and the cites choose nothing that is run: a reward credited to their tokens is noise, and on
+    a 135M model they outnumber the move's tokens about ten to one. Empty when no field is found."""
+    start, end = span
+    ids = tokens[start:end]
+    text = tokenizer.decode(ids)
+    chosen: list[tuple[int, int]] = []
+    for m in MOVE_FIELDS.finditer(text):
+        if m.group("parent") is not None:
+            chosen.append(m.span("parent"))
+            continue
+        head, at = DIRECTED.match(m.group("hypothesis")), m.start("hypothesis")
+        chosen.append((at + head.start(), at + head.end()) if head else m.span("hypothesis"))
+    return sorted({start + i for a, b in token_spans(ids, tokenizer.decode, chosen) for i in range(a, b)})
 
 
 def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -42,10 +42,12 @@ from arts.training.checkpoint import (
 )
 from arts.training.grpo import Group, GRPOConfig, UpdateStats, grpo_update, lora_config, make_optimizer
 from arts.training.logprobs import (
+    ActionTarget,
     action_schema,
     adapter_scope,
     build_targets,
     grammar_text,
+    move_positions,
     score_targets,
     span_targets,
 )
@@ -279,7 +281,7 @@ class Trainer:
                 raise ValueError(
                     "the proposal's grammar rejects its own sampled tokens; was the schema changed?"
                 )
-            return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs)
+            return self._built(g, targets)
         texts = [grammar_text(a) for a in g.actions]
         targets = build_targets(self.backend, action_schema(g.json_schema, texts[0]), texts)
         rejected = [a for a, t in zip(g.actions, targets) if t is None]
@@ -287,6 +289,14 @@ class Trainer:
             raise ValueError(
                 f"the grammar rejects {rejected[0][:80]!r}; leave out actions whose old_logprobs are None"
             )
+        return self._built(g, targets)
+
+    def _built(self, g: ActionGroup, targets: list[ActionTarget]) -> Group:
+        """The group to train on; under `train_on = "move"` each target keeps its move's tokens only,
+        or all of its action where none is found."""
+        if self.config.train_on == "move":
+            for t in targets:
+                t.keep = move_positions(self.backend.tokenizer, t.tokens, t.trained) or None
         return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs)
 
     def _score(self, prompt_ids: list[int], targets: list) -> list[list[float]]:
