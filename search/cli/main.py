@@ -82,7 +82,7 @@ def _task_parsers(sub: Any) -> None:
     show.add_argument("name", help="built-in task name or task directory")
     show.set_defaults(fn=cmd_tasks_show)
     check = tasks.add_parser("check", help="validate a task directory and evaluate its seed program once")
-    check.add_argument("dir")
+    check.add_argument("dir", help="task directory or built-in task name")
     check.add_argument("--no-run", action="store_true", help="only the folder's checks; do not run the seed")
     check.set_defaults(fn=cmd_tasks_check)
 

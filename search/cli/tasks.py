@@ -70,11 +70,13 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
     """The task folder's checks, then (unless --no-run) one evaluation of the seed program, as the search's
     first node would meet it: an evaluator that writes a wrong result fails here with the reason `arts eval`
     gives, not as a whole budget of invalid nodes."""
-    from arts.tasks.base import TaskError, load_task
+    from arts.tasks.base import BUILTIN_DIR, TaskError, builtin_names, load_task
     from arts.tasks.problems import unsearchable
 
+    # a folder here wins over a built-in of the same name, as a task folder does for `arts bench --tasks`
+    builtin = args.dir in builtin_names() and not Path(args.dir).is_dir()
     try:
-        task = load_task(args.dir)
+        task = load_task(BUILTIN_DIR / args.dir if builtin else args.dir)
     except TaskError as e:
         print(e, file=sys.stderr)
         return 1
