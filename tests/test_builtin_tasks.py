@@ -97,7 +97,7 @@ def evaluator(name: str) -> ModuleType:
 
 
 def test_the_builtins_are_installed():
-    assert builtin_names() == sorted([*NAMES, "incident-rca"])
+    assert builtin_names() == sorted([*NAMES, "incident-rca", "regression-bisect"])
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,0 +1,27 @@
+PASS_MARK = 50
+LETTERS = [(90, "A"), (80, "B"), (70, "C"), (60, "D")]
+
+
+def percent(points, out_of):
+    if out_of == 0:
+        return 0.0
+    return 100 * points / out_of
+
+
+def letter(score):
+    for floor, name in LETTERS:
+        if score >= floor:
+            return name
+    return "F"
+
+
+def passed(score):
+    return score >= PASS_MARK
+
+
+def rescale(value, low, high):
+    return round((value - low) / (high - low) * 100, 1)
+
+
+def band(score):
+    return letter(score) + ("+" if score % 10 >= 7 else "")
