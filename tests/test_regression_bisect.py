@@ -1,0 +1,263 @@
+"""The built-in diagnosis task regression-bisect: its answer schema, its hidden grader, the calibration of its
+generator (a traceback-and-recency heuristic scores about a third, a careful reader finds every breaking
+commit) and its reproducibility.
+
+The careful reader here undoes the commits' diffs from the final tree and reruns the failing test before each
+commit: the first commit after which it fails is the break. The generator (scripts/make_bisect.py) and the
+heuristic (scripts/bisect_heuristic.py) are run as the commands they are; `--truth-out` gives the truth of a
+generated case.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arts.search.cli.main import main
+from arts.tasks.base import BUILTIN_DIR, Task, load_task
+from arts.tasks.evaluate import run_evaluation
+
+SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
+COMMITTED = BUILTIN_DIR / "regression-bisect"
+KINDS = ("off_by_one", "wrong_constant", "swapped_arguments", "wrong_operator", "removed_guard")
+"""The fault kinds, in the answer schema's order."""
+CALIBRATION = 24
+"""Cases generated for the calibration checks (`--seed 0`: seeds 1..24, none of the committed task's)."""
+
+
+def generate(out: Path, *args: str) -> dict[str, dict[str, str]]:
+    """`make_bisect.py --out out` with `args`: the task's truth, case -> commit and kind."""
+    truth = out.parent / f"{out.name}-truth.json"
+    cmd = [sys.executable, str(SCRIPTS / "make_bisect.py"), "--out", str(out), "--truth-out", str(truth)]
+    subprocess.run([*cmd, *args], check=True, capture_output=True, timeout=300)
+    return json.loads(truth.read_text())
+
+
+def heuristic(task_dir: Path | None, out: Path) -> dict:
+    """`bisect_heuristic.py`'s answer.json on a task folder (None: its default, the committed task)."""
+    args = [] if task_dir is None else ["--task", str(task_dir)]
+    cmd = [sys.executable, str(SCRIPTS / "bisect_heuristic.py"), *args, "--out", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, timeout=300)
+    return json.loads(out.read_text())
+
+
+@pytest.fixture(scope="module")
+def task() -> Task:
+    return load_task(COMMITTED)
+
+
+@pytest.fixture(scope="module")
+def regenerated(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
+    """The committed task made anew from its default seed: (folder, truth)."""
+    out = tmp_path_factory.mktemp("regenerated") / "task"
+    return out, generate(out)
+
+
+@pytest.fixture(scope="module")
+def truth(regenerated) -> dict[str, dict[str, str]]:
+    """The committed task's truth (the regenerated task is the committed one, byte for byte: tested below)."""
+    return regenerated[1]
+
+
+@pytest.fixture(scope="module")
+def calibration(tmp_path_factory) -> tuple[Path, dict[str, dict[str, str]]]:
+    """CALIBRATION generated cases: (task folder, truth)."""
+    out = tmp_path_factory.mktemp("calibration") / "task"
+    return out, generate(out, "--seed", "0", "--cases", str(CALIBRATION))
+
+
+def _commits(case: Path) -> list[str]:
+    return sorted(p.stem for p in (case / "commits").glob("*.txt"))
+
+
+def _score(answer: dict, truth: dict) -> float:
+    return 0.75 * (answer["commit"] == truth["commit"]) + 0.25 * (answer["kind"] == truth["kind"])
+
+
+def _grade(task: Task, answer: dict | str | None, workdir: Path):
+    text = answer if answer is None or isinstance(answer, str) else json.dumps(answer)
+    return run_evaluation(task, {} if text is None else {"answer.json": text}, workdir, split="test")
+
+
+# ---- the task and its answer contract ----
+
+
+def test_task_loads_seedless_with_its_answer_schema(task: Task):
+    assert task.config.kind == "answer" and task.config.evaluate is None and task.seedless
+    assert task.config.answer.file == "answer.json" and "answer.json" in task.config.editable
+    cases = task.answer_schema()["properties"]["cases"]
+    assert cases["required"] == ["c1", "c2", "c3", "c4"]
+    for case in cases["required"]:
+        verdict = cases["properties"][case]["properties"]
+        assert verdict["commit"]["enum"] == _commits(task.root / "cases" / case)
+        assert verdict["kind"]["enum"] == list(KINDS)
+    assert len(task.statement.split()) <= 320
+
+
+def test_tasks_check_and_eval_take_it_by_name(truth, tmp_path: Path, capsys):
+    assert main(["tasks", "check", "regression-bisect"]) == 0
+    assert "regression-bisect (answer)" in capsys.readouterr().out
+    (tmp_path / "answer.json").write_text(json.dumps({"cases": truth}))
+    assert main(["eval", "regression-bisect", "--files", str(tmp_path), "--test", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["valid"] and out["score"] == 1.0 and out["metrics"]["bisect_score"] == 1.0
+
+
+# ---- the hidden grader, run as the search runs it ----
+
+
+def test_grader_scores_the_truth_one_and_a_wrong_answer_zero(task: Task, truth, tmp_path: Path):
+    right = _grade(task, {"cases": truth}, tmp_path / "right")
+    assert right.valid and right.score == 1.0 and right.metrics["c3_kind"] == 1.0
+    assert "4/4 breaking commits and 4/4 fault kinds" in right.message
+    wrong = {
+        case: {
+            "commit": next(c for c in _commits(task.root / "cases" / case) if c != t["commit"]),
+            "kind": next(k for k in KINDS if k != t["kind"]),
+        }
+        for case, t in truth.items()
+    }
+    result = _grade(task, {"cases": wrong}, tmp_path / "wrong")
+    assert result.valid and result.score == 0.0 and "0/4 breaking commits" in result.message
+    kinds_only = {case: {"commit": wrong[case]["commit"], "kind": t["kind"]} for case, t in truth.items()}
+    assert _grade(task, {"cases": kinds_only}, tmp_path / "kinds").score == 0.25
+    assert not (tmp_path / "wrong" / "grader").exists()  # hidden files leave with the run
+
+
+def _edited(truth: dict, edit) -> str:
+    answer = {"cases": json.loads(json.dumps(truth))}
+    edit(answer)
+    return json.dumps(answer)
+
+
+@pytest.mark.parametrize(
+    ("make", "words"),
+    [
+        (lambda t: '{"cases": ', "not valid JSON"),
+        (lambda t: _edited(t, lambda a: a["cases"].pop("c2")), "answer.json.cases: missing c2"),
+        (lambda t: _edited(t, lambda a: a["cases"]["c1"].update(kind="typo")), "answer.json.cases.c1.kind: 'typo' is not one of"),
+        (lambda t: _edited(t, lambda a: a["cases"]["c4"].update(commit="99")), "answer.json.cases.c4.commit: '99' is not one of"),
+        (lambda t: _edited(t, lambda a: a["cases"]["c1"].update(commit=3)), "answer.json.cases.c1.commit: 3 is not one of"),
+        (lambda t: _edited(t, lambda a: a["cases"]["c3"].pop("kind")), "answer.json.cases.c3: missing kind"),
+        (lambda t: _edited(t, lambda a: a.update(notes="hi")), "unknown notes"),
+        (lambda t: "[]", "answer.json: expected an object"),
+        (lambda t: None, "answer.json is missing"),
+    ],
+)  # fmt: skip
+def test_grader_calls_a_malformed_answer_invalid_and_says_why(task: Task, truth, tmp_path: Path, make, words):
+    result = _grade(task, make(truth), tmp_path)
+    assert not result.valid and result.score is None and words in result.message
+
+
+def test_truth_file_reveals_nothing_and_the_material_holds_no_truth(task: Task):
+    text = (task.hidden_root / "grader" / "truth.json").read_text()
+    assert not any(k in text for k in KINDS) and not re.search(r'"0\d"', text)
+    material = [str(p) for p in task.material_files()]
+    assert material and not any("truth" in p or p.startswith("grader") for p in material)
+    for rel in material:
+        body = (task.root / rel).read_text()
+        if rel != "answer_schema.json":  # the schema lists every kind on purpose
+            assert not any(k in body for k in KINDS), rel
+        assert "seed" not in body.lower() and "make_bisect" not in body, rel
+
+
+# ---- the generator's calibration ----
+
+
+def _undo(text: str, patch: str) -> str:
+    """`text` (the file after the commit) with the commit's hunks undone."""
+    lines = text.splitlines(True)
+    hunks = re.split(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@\n", patch, flags=re.M)[1:]
+    for start, count, body in reversed(list(zip(hunks[0::3], hunks[1::3], hunks[2::3]))):
+        rows = body.splitlines(True)
+        after = [r[1:] for r in rows if r[0] in " +"]
+        before = [r[1:] for r in rows if r[0] in " -"]
+        at = int(start) - (count != "0")
+        assert lines[at : at + len(after)] == after, "the diff does not match the tree after it"
+        lines[at : at + len(after)] = before
+    return "".join(lines)
+
+
+def _passes(tree: dict[str, str], test: str, workdir: Path) -> bool:
+    workdir.mkdir(parents=True)
+    for name, text in tree.items():
+        (workdir / name).write_text(text)
+    module = next(n.removesuffix(".py") for n in tree if n.startswith("test_"))
+    run = [sys.executable, "-B", "-c", f"import {module}; {module}.{test}()"]
+    return subprocess.run(run, cwd=workdir, capture_output=True, timeout=60).returncode == 0
+
+
+def _careful(case: Path, workdir: Path) -> str | None:
+    """The commit after which the failing test first fails, found by undoing the diffs from the final tree;
+    None where the history is not that (the test fails at the start, or passes again later)."""
+    test = re.search(r"::(\w+) FAILED$", (case / "test_output.txt").read_text(), flags=re.M).group(1)
+    tree = {p.name: p.read_text() for p in (case / "src").iterdir()}
+    states = [dict(tree)]
+    for commit in reversed(sorted((case / "commits").glob("*.txt"))):
+        patch = commit.read_text().split("\n\n", 2)[2]
+        file = re.search(r"^\+\+\+ b/(\S+)$", patch, flags=re.M).group(1)
+        tree[file] = _undo(tree[file], patch.split("\n", 2)[2])
+        states.insert(0, dict(tree))
+    passing = [_passes(s, test, workdir / f"state{k}") for k, s in enumerate(states)]
+    first_fail = passing.index(False) if False in passing else 0
+    ok = first_fail > 0 and all(passing[:first_fail]) and not any(passing[first_fail:])
+    return f"{first_fail:02d}" if ok else None
+
+
+def test_heuristic_scores_about_a_third_while_a_careful_reader_finds_every_break(calibration, tmp_path: Path):
+    folder, truth = calibration
+    answer = heuristic(folder, tmp_path / "answer.json")["cases"]
+    assert len(truth) == CALIBRATION
+    scores = [_score(answer[c], t) for c, t in truth.items()]
+    assert 0.15 <= statistics.mean(scores) <= 0.6
+    careful = {c: _careful(folder / "cases" / c, tmp_path / c) for c in truth}
+    assert careful == {c: t["commit"] for c, t in truth.items()}
+
+
+def test_heuristic_scores_the_committed_task_strictly_between_zero_and_one(truth, tmp_path: Path, capsys):
+    answer = heuristic(None, tmp_path / "answer.json")
+    assert set(answer["cases"]) == {"c1", "c2", "c3", "c4"}
+    expected = statistics.mean(_score(answer["cases"][c], t) for c, t in truth.items())
+    assert 0 < expected < 1
+    assert main(["eval", "regression-bisect", "--files", str(tmp_path), "--test", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["score"] == pytest.approx(expected)
+
+
+# ---- reproducibility ----
+
+
+def _files(folder: Path) -> dict[Path, bytes]:
+    return {
+        p.relative_to(folder): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+def test_regenerating_from_the_committed_seed_reproduces_the_task_byte_for_byte(regenerated):
+    made, committed = _files(regenerated[0]), _files(COMMITTED)
+    assert sorted(made) == sorted(committed)
+    assert [rel for rel in made if made[rel] != committed[rel]] == []
+
+
+def test_a_seed_makes_one_task_and_another_seed_another(tmp_path: Path):
+    made = {name: generate(tmp_path / name, "--seed", seed, "--cases", "2") for name, seed in
+            (("a", "5"), ("b", "5"), ("c", "6"))}  # fmt: skip
+    assert made["a"] == made["b"] and _files(tmp_path / "a") == _files(tmp_path / "b")
+    assert _files(tmp_path / "a") != _files(tmp_path / "c")
+    hidden = [(tmp_path / n / "make_hidden.py").read_text() for n in ("a", "c")]
+    assert hidden[0] != hidden[1]  # each seed's truth goes into its own grader
+
+
+def test_the_truth_may_not_be_written_into_the_task_folder(tmp_path: Path):
+    cmd = [sys.executable, str(SCRIPTS / "make_bisect.py"), "--out", str(tmp_path), "--truth-out",
+           str(tmp_path / "truth.json")]  # fmt: skip
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "would be task material" in out.stderr
+    assert not (tmp_path / "truth.json").exists()
