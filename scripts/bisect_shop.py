@@ -1,9 +1,9 @@
 """The shop program of scripts/make_bisect.py: tax and bulk-discount rates, cents, an invoice, shares, tips.
 
-Each program is three modules (a main one the tests call, two helpers it calls) and one test module whose tests
-each follow one call path, so that a fault breaks exactly its own test. What a fault and a harmless edit are,
-and how the generator checks both, is in scripts/bisect_world.py; the other programs: bisect_grades.py,
-bisect_text.py.
+Each program is three modules (a main one the tests call, two helpers it calls) and one test module
+whose tests each follow one call path, so that a fault breaks exactly its own test. What a fault and a
+harmless edit are, and how the generator checks both, is in scripts/bisect_world.py; the other programs:
+bisect_grades.py, bisect_text.py.
 """
 
 from __future__ import annotations
