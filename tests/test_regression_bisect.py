@@ -10,6 +10,8 @@ generated case.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import json
 import re
 import statistics
@@ -253,6 +255,22 @@ def test_a_seed_makes_one_task_and_another_seed_another(tmp_path: Path):
     assert _files(tmp_path / "a") != _files(tmp_path / "c")
     hidden = [(tmp_path / n / "make_hidden.py").read_text() for n in ("a", "c")]
     assert hidden[0] != hidden[1]  # each seed's truth goes into its own grader
+
+
+def test_a_task_made_from_another_seed_grades_its_own_truth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The truth and its digest in make_hidden.py are both the new seed's: its build passes its own check."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # keep __pycache__ out of the task folder
+    out = tmp_path / "task"
+    truth = generate(out, "--seed", "5", "--cases", "2")
+    spec = importlib.util.spec_from_file_location("make_hidden_seed5", out / "make_hidden.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    hidden.build(out)  # a task outside the built-in folder keeps its hidden files in place
+    assert {
+        rel: hashlib.sha256((out / rel).read_bytes()).hexdigest() for rel in hidden.DIGESTS
+    } == hidden.DIGESTS
+    result = _grade(load_task(out), {"cases": truth}, tmp_path / "run")
+    assert result.valid and result.score == 1.0
 
 
 def test_the_truth_may_not_be_written_into_the_task_folder(tmp_path: Path):
