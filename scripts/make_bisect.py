@@ -32,7 +32,6 @@ Commit files are `.txt` (a `git show`-like text): the package ships task materia
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import random
@@ -43,6 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, `scripts.` still imports
 
+from scripts import hidden_truth  # noqa: E402
 from scripts.bisect_grades import GRADES  # noqa: E402
 from scripts.bisect_shop import SHOP  # noqa: E402
 from scripts.bisect_text import TEXT  # noqa: E402
@@ -235,29 +235,9 @@ def digest(salt: str, case: str, value: str) -> str:
     return hashlib.sha256(f"{salt}:{case}:{value}".encode()).hexdigest()
 
 
-def _assignment(source: str, name: str, where: Path) -> ast.Assign:
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [name]:
-            return node
-    raise ValueError(f"{where} defines no {name} = '...'; restore it")
-
-
 def grader_salt(task_dir: Path = DEFAULT_OUT) -> str:
-    """The salt of the hidden grader: `SALT` in the grader text (TEST_PY) of make_hidden.py."""
-    where = task_dir / GENERATOR
-    grader = ast.literal_eval(_assignment(where.read_text(), "TEST_PY", where).value)
-    return ast.literal_eval(_assignment(grader, "SALT", where).value)
-
-
-def _with_truth(source: str, truth: str, where: Path) -> str:
-    """make_hidden.py's source with TRUTH_JSON, and its sha256 in DIGESTS, set to `truth`: the assignment's
-    lines are replaced whole, whichever quotes a formatter gave them."""
-    node = _assignment(source, "TRUTH_JSON", where)
-    old = ast.literal_eval(node.value)
-    lines = source.splitlines(True)
-    new = [*lines[: node.lineno - 1], f'TRUTH_JSON = """\\\n{truth}"""\n', *lines[node.end_lineno :]]
-    sha = [hashlib.sha256(t.encode()).hexdigest() for t in (old, truth)]
-    return "".join(new).replace(*sha)
+    """The salt of the hidden grader in the task's make_hidden.py."""
+    return hidden_truth.grader_salt(task_dir / GENERATOR)
 
 
 def write_case(out: Path, seed: int = DEFAULT_SEED, cases: int = 4) -> list[Case]:
@@ -279,7 +259,7 @@ def write_case(out: Path, seed: int = DEFAULT_SEED, cases: int = 4) -> list[Case
         c.id: {"commit": digest(salt, c.id, c.commit), "kind": digest(salt, c.id, c.fault.kind)} for c in made
     }
     truth_json = json.dumps(truth, indent=2) + "\n"
-    (out / GENERATOR).write_text(_with_truth(generator, truth_json, DEFAULT_OUT / GENERATOR))
+    (out / GENERATOR).write_text(hidden_truth.with_truth(generator, truth_json, DEFAULT_OUT / GENERATOR))
     return made
 
 

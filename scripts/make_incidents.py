@@ -31,7 +31,6 @@ script.
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import random
@@ -41,6 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script, `scripts.` still imports
 
+from scripts import hidden_truth  # noqa: E402
 from scripts.incident_lines import CALLER_LINES, MISLEADING, NOISE, ROOT_LINES, STORE_TRAFFIC, TRAFFIC  # noqa: E402
 from scripts.incident_world import (  # noqa: E402
     DATA,
@@ -288,25 +288,9 @@ def digest(salt: str, incident: str, value: str) -> str:
     return hashlib.sha256(f"{salt}:{incident}:{value}".encode()).hexdigest()
 
 
-def _constant(source: str, name: str, where: Path) -> str:
-    """The string constant `name` of a Python source, read without running it."""
-    for node in ast.parse(source).body:
-        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [name]:
-            return ast.literal_eval(node.value)
-    raise ValueError(f"{where} defines no {name} = '...'; restore it")
-
-
 def grader_salt(task_dir: Path = DEFAULT_OUT) -> str:
-    """The salt of the hidden grader: `SALT` in the grader text (TEST_PY) of make_hidden.py."""
-    where = task_dir / GENERATOR
-    return _constant(_constant(where.read_text(), "TEST_PY", where), "SALT", where)
-
-
-def _with_truth(source: str, truth: str, where: Path) -> str:
-    """make_hidden.py's source with TRUTH_JSON, and its sha256 in DIGESTS, set to `truth`."""
-    old = _constant(source, "TRUTH_JSON", where)
-    sha = [hashlib.sha256(t.encode()).hexdigest() for t in (old, truth)]
-    return source.replace(f"TRUTH_JSON = '''\\\n{old}'''", f"TRUTH_JSON = '''\\\n{truth}'''").replace(*sha)
+    """The salt of the hidden grader in the task's make_hidden.py."""
+    return hidden_truth.grader_salt(task_dir / GENERATOR)
 
 
 def write_case(out: Path, seed: int = DEFAULT_SEED, incidents: int = 4) -> list[Incident]:
@@ -329,7 +313,7 @@ def write_case(out: Path, seed: int = DEFAULT_SEED, incidents: int = 4) -> list[
         i.id: {"root_service": digest(salt, i.id, i.root), "fault": digest(salt, i.id, i.fault)} for i in case
     }
     truth_json = json.dumps(truth, indent=2) + "\n"
-    (out / GENERATOR).write_text(_with_truth(generator, truth_json, DEFAULT_OUT / GENERATOR))
+    (out / GENERATOR).write_text(hidden_truth.with_truth(generator, truth_json, DEFAULT_OUT / GENERATOR))
     return case
 
 

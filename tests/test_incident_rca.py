@@ -10,6 +10,8 @@ commands they are; `--truth-out` gives the truth of a generated case.
 from __future__ import annotations
 
 import csv
+import hashlib
+import importlib.util
 import json
 import statistics
 import subprocess
@@ -336,6 +338,23 @@ def test_a_seed_makes_one_case_and_another_seed_another(tmp_path: Path):
              (("a", "5"), ("b", "5"), ("c", "6"))}  # fmt: skip
     assert cases["a"] == cases["b"] and _files(tmp_path / "a") == _files(tmp_path / "b")
     assert _files(tmp_path / "a") != _files(tmp_path / "c")
+
+
+def test_a_case_made_from_another_seed_grades_its_own_truth(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """The truth and its digest in make_hidden.py are both the new seed's, whatever quotes a formatter gave
+    TRUTH_JSON: the build passes its own check and the grader scores the seed's truth 1."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # keep __pycache__ out of the task folder
+    out = tmp_path / "task"
+    case = generate(out, "--seed", "5", "--incidents", "2")
+    spec = importlib.util.spec_from_file_location("make_hidden_seed5", out / "make_hidden.py")
+    hidden = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hidden)
+    hidden.build(out)
+    assert {
+        rel: hashlib.sha256((out / rel).read_bytes()).hexdigest() for rel in hidden.DIGESTS
+    } == hidden.DIGESTS
+    result = _grade(load_task(out), json.dumps(_truth_answer(case)), tmp_path / "run")
+    assert result.valid and result.score == 1.0
 
 
 def test_the_truth_may_not_be_written_into_the_task_folder(tmp_path: Path):
