@@ -279,3 +279,10 @@ def test_the_truth_may_not_be_written_into_the_task_folder(tmp_path: Path):
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert out.returncode == 2 and "would be task material" in out.stderr
     assert not (tmp_path / "truth.json").exists()
+
+
+def test_the_bench_runs_the_diagnosis_suite(tmp_path: Path, capsys):
+    out = tmp_path / "bench"
+    assert main(["bench", "--tasks", "diagnosis", "--methods", "arts", "--seeds", "1", "--out", str(out),
+                 "--report"]) == 0  # fmt: skip
+    assert "tasks incident-rca, regression-bisect; methods arts" in (out / "summary.md").read_text()

@@ -52,7 +52,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--tasks", nargs="+", required=True, metavar="TASK",
         help="built-in names, task directories, or a suite: probes (the learning probes, each with its "
-        "paying class of moves watched under --ttt)",
+        "paying class of moves watched under --ttt), diagnosis (the answer tasks: incident-rca, "
+        "regression-bisect)",
     )  # fmt: skip
     p.add_argument(
         "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",

@@ -46,7 +46,14 @@ def probe_tasks() -> list[str]:
     return [name for name in builtin_names() if resolve_task(name).config.probe is not None]
 
 
-SUITES: dict[str, Callable[[], list[str]]] = {"probes": probe_tasks}
+def diagnosis_tasks() -> list[str]:
+    """The investigations: the built-in tasks whose result is an answer graded against a hidden truth."""
+    from arts.tasks.base import builtin_names, resolve_task
+
+    return [name for name in builtin_names() if resolve_task(name).config.kind == "answer"]
+
+
+SUITES: dict[str, Callable[[], list[str]]] = {"probes": probe_tasks, "diagnosis": diagnosis_tasks}
 """Names that `--tasks` expands to several tasks (a directory of the same name is the directory)."""
 
 JOB_FILE = "bench-job.json"
@@ -62,7 +69,7 @@ class BenchConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
     tasks: list[str] = Field(min_length=1)
-    """Built-in task names or task directories, or a suite of `SUITES` (`probes`), which expands to its tasks."""
+    """Built-in task names or task directories, or a suite of `SUITES` (`probes`, `diagnosis`), which expands to its tasks."""
     methods: list[str] = Field(default=["arts", "arts-ttt", "greedy", "mutate"], min_length=1)
     """Search methods (`SearchConfig.method` values), plus the aliases of `METHOD_ALIASES`."""
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
