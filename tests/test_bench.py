@@ -177,6 +177,8 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
             id=3, kind="update", payload={"k": 1, "round": 2, "kl": 0.25, "loss": 0.1, "seconds": 2.0}, ts=40
         ),
         Event(id=4, kind="update_skipped", payload={"round": 4, "since_round": 2, "kl": 0.0}),
+        Event(id=7, kind="watch", payload={"round": 2, "k": 0, "scored": True, "ratio": 1.0}),
+        Event(id=8, kind="watch", payload={"round": 4, "k": 1, "scored": True, "ratio": 2.5}),
     ]
     ev += [Event(id=4 + r, kind="round_start", payload={"round": r}, ts=10 * r) for r in (1, 2)]
     state = SearchState(rollouts=rollouts, events={e.id: e for e in ev})
@@ -189,6 +191,7 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
     h = -(4 / 6 * math.log2(4 / 6) + 2 * (1 / 6) * math.log2(1 / 6))
     assert first["entropy_targets"] == pytest.approx(h) and first["entropy_parents"] == pytest.approx(h)
     assert first["kl"] == 0.25 and not skipped["applied"] and math.isnan(skipped["mean_reward"])
+    assert (first["watch"], first["watch_k"], skipped["watch"], skipped["watch_k"]) == (1.0, 0, 2.5, 1)
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -363,22 +366,25 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
 def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_update_seconds():
     from arts.search.bench.sections import learning_summary
 
-    def u(task, seed, applied, kl, parents, update_s, round_s):
+    def u(task, seed, applied, kl, parents, update_s, round_s, watch=(float("nan"), 0)):
         return {"task": task, "method": "arts-ttt", "seed": seed, "applied": applied, "kl": kl,
-                "entropy_targets": 2.0, "entropy_parents": parents, "update_s": update_s, "round_s": round_s}  # fmt: skip
+                "entropy_targets": 2.0, "entropy_parents": parents, "update_s": update_s, "round_s": round_s,
+                "watch": watch[0], "watch_k": watch[1]}  # fmt: skip
 
     updates = [
-        u("a", 0, True, 0.0, 0.0, 10.0, 90.0),
-        u("a", 0, True, 0.002, 1.0, 10.0, 90.0),
-        u("a", 0, False, 0.0, 0.0, 0.0, 100.0),  # no signal: skipped, its KL not the run's last
+        u("a", 0, True, 0.0, 0.0, 10.0, 90.0, (1.0, 0)),  # before any update: not a held-out figure
+        u("a", 0, True, 0.002, 1.0, 10.0, 90.0, (2.5, 1)),
+        u("a", 0, False, 0.0, 0.0, 0.0, 100.0, (1.5, 2)),  # no signal: skipped, its KL not the run's last
         u("a", 1, True, 0.004, 1.0, 30.0, 70.0),
         u("b", 0, False, float("nan"), 0.0, 0.0, 50.0),  # never applied: no KL
     ]
     table = learning_summary(updates)
-    assert table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 |"  # 50 / 350
-    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 |"
     assert (
-        table[4] == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 |"
+        table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 | 2 (1/2) |"
+    )  # 50 / 350
+    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 | - |"
+    assert (
+        table[4] == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 | 2 (1/2) |"
     )  # 50 / 400
 
 

@@ -45,7 +45,7 @@ COLUMNS = [
 
 UPDATE_COLUMNS = [
     "task", "method", "seed", "update", "round", "applied", "groups", "mean_reward", "rewarded_fraction",
-    "entropy_targets", "entropy_parents", "kl", "loss", "update_s", "round_s",
+    "entropy_targets", "entropy_parents", "kl", "loss", "update_s", "round_s", "watch", "watch_k",
 ]  # fmt: skip
 
 

@@ -201,6 +201,9 @@ def learning(state: SearchState, clock: Callable[[float], float] | None = None) 
         key=lambda e: (e.payload.get("round", 0), e.id),
     )
     rewards = [e.payload for e in events if e.kind == "rewards"]
+    watched = {
+        e.payload.get("round"): e.payload for e in events if e.kind == "watch" and e.payload.get("scored")
+    }
     out, since = [], 0
     for u in ups:
         until = int(u.payload.get("round", 0))
@@ -228,6 +231,10 @@ def learning(state: SearchState, clock: Callable[[float], float] | None = None) 
                 "loss": p.get("loss"),
                 "update_s": p.get("seconds"),
                 "round_s": busy / (until - since) if until > since else math.nan,
+                # the watched class's draw probability before this update, over the base's, on the newest
+                # round (held out), and the updates the adapter had then
+                "watch": watched.get(until, {}).get("ratio", math.nan),
+                "watch_k": watched.get(until, {}).get("k", math.nan),
             }
         )
         since = until

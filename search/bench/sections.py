@@ -38,20 +38,25 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
             a[-1]["kl"] for a in ([u for u in r if u["applied"] and num(u["kl"])] for r in runs.values()) if a
         ]
         seconds = [sum(u[k] for u in us if num(u.get(k))) for k in ("update_s", "round_s")]
+        watched = [
+            u["watch"] for u in us if num(u.get("watch")) and num(u.get("watch_k")) and u["watch_k"] >= 1
+        ]
         body.append([
             task, method, str(len(runs)), str(len(us)), f"{len(us) - len(applied)} ({1 - len(applied) / len(us):.0%})",
             fmt(statistics.median(last_kl) if last_kl else None, 2), fmt(max(last_kl, default=None), 2),
             fmt(mean([u["entropy_targets"] for u in us]), 3), fmt(mean([u["entropy_parents"] for u in us]), 3),
             fmt(seconds[0] / seconds[1] if seconds[1] else None, 2),
+            f"{fmt(statistics.median(watched), 2)} ({sum(w >= 2 for w in watched)}/{len(watched)})" if watched else "-",
         ])  # fmt: skip
     header = ["task", "method", "runs", "updates", "no signal (skipped)", "KL before the last (median)"]
     header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s"]
+    header += ["watch, held out (median; >= 2x)"]
     return table(header, body)
 
 
 def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     keys = ["mean_reward", "rewarded_fraction", "entropy_targets", "entropy_parents", "kl", "loss"]
-    keys += ["update_s", "round_s"]
+    keys += ["update_s", "round_s", "watch"]
     body = [
         [u["task"], u["method"], str(u["seed"]), str(u["update"] if u["update"] is not None else "-"),
          str(u["round"]), "yes" if u["applied"] else "skipped", *(fmt(u.get(k), 3) for k in keys)]
@@ -61,8 +66,17 @@ def learning_section(updates: list[dict[str, Any]], pic: Any) -> list[str]:
     lines = ["## Learning (test-time training)", "", "Per update, over the rounds since the previous one; "]
     lines[-1] += "entropies in bits over the candidates proposed; KL of the adapter to the base on the "
     lines[-1] += "update's actions (per token, before its step). In the "
-    lines[-1] += "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal."
-    header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s"]
+    lines[-1] += (
+        "figure, filled markers are applied updates, hollow ones updates skipped for lack of signal. "
+    )
+    lines[-1] += (
+        "Watch: the watched class's draw probability under the adapter over the base's, on the round "
+    )
+    lines[-1] += (
+        "the update is about to train on (held out), where that round's lists wrote it; in sum, over "
+    )
+    lines[-1] += "the watches after at least one applied update."
+    header += ["H(targets)", "H(parents)", "KL", "loss", "update s", "round s", "watch"]
     lines += ["", "In sum:", "", *learning_summary(updates), "", "Every update:", "", *table(header, body)]
     return lines + (["", f"![learning]({pic.name})"] if pic else [])
 
