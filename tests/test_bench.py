@@ -166,8 +166,9 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
         {"parent": 2, "hypothesis": "increase Y to 3", "axis": "y"},
         {"parent": 3, "hypothesis": "a free idea", "axis": "init"},
     ]
+    acted = [json.dumps(cands[i]) for i in (0, 2, 1, 0)]
     rollouts = {
-        i: Rollout(id=i, round=r, group=g, candidates=cands if g == 1 else cands[:2])
+        i: Rollout(id=i, round=r, group=g, candidates=cands if g == 1 else cands[:2], action=acted[i - 1])
         for i, (r, g) in enumerate([(1, 1), (1, 1), (2, 2), (2, 2)], start=1)
     }
     ev = [
@@ -177,8 +178,16 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
             id=3, kind="update", payload={"k": 1, "round": 2, "kl": 0.25, "loss": 0.1, "seconds": 2.0}, ts=40
         ),
         Event(id=4, kind="update_skipped", payload={"round": 4, "since_round": 2, "kl": 0.0}),
-        Event(id=7, kind="watch", payload={"round": 2, "k": 0, "scored": True, "ratio": 1.0}),
-        Event(id=8, kind="watch", payload={"round": 4, "k": 1, "scored": True, "ratio": 2.5}),
+        Event(
+            id=7,
+            kind="watch",
+            payload={"round": 2, "k": 0, "move": "increase X", "scored": True, "ratio": 1.0},
+        ),
+        Event(
+            id=8,
+            kind="watch",
+            payload={"round": 4, "k": 1, "move": "increase X", "scored": True, "ratio": 2.5},
+        ),
     ]
     ev += [Event(id=4 + r, kind="round_start", payload={"round": r}, ts=10 * r) for r in (1, 2)]
     state = SearchState(rollouts=rollouts, events={e.id: e for e in ev})
@@ -192,6 +201,8 @@ def test_each_update_reports_reward_rewarded_share_and_proposal_entropies():
     assert first["entropy_targets"] == pytest.approx(h) and first["entropy_parents"] == pytest.approx(h)
     assert first["kl"] == 0.25 and not skipped["applied"] and math.isnan(skipped["mean_reward"])
     assert (first["watch"], first["watch_k"], skipped["watch"], skipped["watch_k"]) == (1.0, 0, 2.5, 1)
+    # "increase X": drawn by rollouts 1 and 4, written in the four lists (each rollout's own, without tokens)
+    assert (first["watched_drawn"], first["watched_written"]) == (2, 4)
 
 
 def _wait_for(predicate, timeout: float, what: str) -> None:
@@ -369,7 +380,8 @@ def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_updat
     def u(task, seed, applied, kl, parents, update_s, round_s, watch=(float("nan"), 0)):
         return {"task": task, "method": "arts-ttt", "seed": seed, "applied": applied, "kl": kl,
                 "entropy_targets": 2.0, "entropy_parents": parents, "update_s": update_s, "round_s": round_s,
-                "watch": watch[0], "watch_k": watch[1]}  # fmt: skip
+                "watch": watch[0], "watch_k": watch[1], "watched_drawn": 1 if task == "a" else float("nan"),
+                "watched_written": 2 if task == "a" else float("nan")}  # fmt: skip
 
     updates = [
         u("a", 0, True, 0.0, 0.0, 10.0, 90.0, (1.0, 0)),  # before any update: not a held-out figure
@@ -380,11 +392,12 @@ def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_updat
     ]
     table = learning_summary(updates)
     assert (
-        table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 | 2 (1/2) |"
+        table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 | 2 (1/2) | 4/8 |"
     )  # 50 / 350
-    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 | - |"
+    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 | - | - |"
     assert (
-        table[4] == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 | 2 (1/2) |"
+        table[4]
+        == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 | 2 (1/2) | 4/8 |"
     )  # 50 / 400
 
 

@@ -46,6 +46,7 @@ COLUMNS = [
 UPDATE_COLUMNS = [
     "task", "method", "seed", "update", "round", "applied", "groups", "mean_reward", "rewarded_fraction",
     "entropy_targets", "entropy_parents", "kl", "loss", "update_s", "round_s", "watch", "watch_k",
+    "watched_drawn", "watched_written",
 ]  # fmt: skip
 
 

@@ -189,6 +189,13 @@ def _target(candidate: dict[str, Any]) -> str:
     return found[1] if found else str(candidate.get("axis", ""))
 
 
+def _hypothesis(action: str) -> str:
+    try:
+        return str(json.loads(action).get("hypothesis", ""))
+    except (ValueError, AttributeError):
+        return ""
+
+
 def learning(state: SearchState, clock: Callable[[float], float] | None = None) -> list[dict[str, Any]]:
     """Per TTT update (applied or skipped), what the rounds since the previous one showed; with the run's
     clock, also the mean seconds of those rounds (from the first one's start to the update's, less the
@@ -204,16 +211,18 @@ def learning(state: SearchState, clock: Callable[[float], float] | None = None) 
     watched = {
         e.payload.get("round"): e.payload for e in events if e.kind == "watch" and e.payload.get("scored")
     }
+    move = next((str(e.payload["move"]) for e in events if e.kind == "watch" and e.payload.get("move")), None)
     out, since = [], 0
     for u in ups:
         until = int(u.payload.get("round", 0))
         window = [p["rewards"] for p in rewards if since < p.get("round", 0) <= until and p.get("rewards")]
         flat = [x for g in window for x in g]
         proposals: dict[int, list[dict[str, Any]]] = {}
-        for r in sorted(state.rollouts.values(), key=lambda r: r.id):
-            if since < r.round <= until:
-                proposals.setdefault(r.group, r.candidates)
+        drawn = [r for r in sorted(state.rollouts.values(), key=lambda r: r.id) if since < r.round <= until]
+        for r in drawn:
+            proposals.setdefault(r.group, r.candidates)
         cands = [c for cs in proposals.values() for c in cs]
+        lists = {(r.group, tuple(r.tokens) or r.id): r.candidates for r in drawn}  # each sampled list once
         p = u.payload
         first = starts.get(since + 1)
         busy = clock(u.ts) - clock(first) - (p.get("seconds") or 0.0) if first is not None else math.nan
@@ -235,6 +244,16 @@ def learning(state: SearchState, clock: Callable[[float], float] | None = None) 
                 # round (held out), and the updates the adapter had then
                 "watch": watched.get(until, {}).get("ratio", math.nan),
                 "watch_k": watched.get(until, {}).get("k", math.nan),
+                # the watched class: drawn actions of it (what the update could learn it from), and lists
+                # that wrote it
+                "watched_drawn": sum(_hypothesis(r.action).startswith(move) for r in drawn)
+                if move
+                else math.nan,
+                "watched_written": sum(
+                    any(str(c.get("hypothesis", "")).startswith(move) for c in cs) for cs in lists.values()
+                )
+                if move
+                else math.nan,  # fmt: skip
             }
         )
         since = until

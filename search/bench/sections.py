@@ -47,10 +47,12 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
             fmt(mean([u["entropy_targets"] for u in us]), 3), fmt(mean([u["entropy_parents"] for u in us]), 3),
             fmt(seconds[0] / seconds[1] if seconds[1] else None, 2),
             f"{fmt(statistics.median(watched), 2)} ({sum(w >= 2 for w in watched)}/{len(watched)})" if watched else "-",
+            "/".join(str(int(sum(u[k] for u in us if num(u.get(k))))) for k in ("watched_drawn", "watched_written"))
+            if any(num(u.get("watched_drawn")) for u in us) else "-",
         ])  # fmt: skip
     header = ["task", "method", "runs", "updates", "no signal (skipped)", "KL before the last (median)"]
     header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s"]
-    header += ["watch, held out (median; >= 2x)"]
+    header += ["watch, held out (median; >= 2x)", "watched class drawn / lists writing it"]
     return table(header, body)
 
 
