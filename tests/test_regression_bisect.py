@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import re
 import statistics
 import subprocess
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from arts.search.cli.main import main
-from arts.tasks.base import BUILTIN_DIR, Task, load_task
+from arts.tasks.base import BUILTIN_DIR, Task, load_task, resolve_task
 from arts.tasks.evaluate import run_evaluation
 
 SCRIPTS = Path(__file__).resolve().parent.parent / "scripts"
@@ -286,3 +287,17 @@ def test_the_bench_runs_the_diagnosis_suite(tmp_path: Path, capsys):
     assert main(["bench", "--tasks", "diagnosis", "--methods", "arts", "--seeds", "1", "--out", str(out),
                  "--report"]) == 0  # fmt: skip
     assert "tasks incident-rca, regression-bisect; methods arts" in (out / "summary.md").read_text()
+
+
+def test_the_bench_scores_an_answer_task_by_its_grade():
+    """An answer task shows the search no score: the bench normalises its runs by the hidden grade (0 no
+    answer, 1 the truth), so the diagnosis suite has an IQM and differences like any other."""
+    from arts.search.bench.report import normalise
+    from arts.search.bench.results import RunResult
+
+    task = resolve_task("regression-bisect")
+    rows = [{"task": task.name, "method": "arts", "seed": s, "status": "finished", "best": None, "baseline": None,
+             "test_score": grade} for s, grade in enumerate([0.25, 0.8125, None])]  # fmt: skip
+    norms = normalise({task.name: task}, [RunResult(r) for r in rows])
+    assert [r["normalised"] for r in rows[:2]] == [0.25, 0.8125] and math.isnan(rows[2]["normalised"])
+    assert norms[task.name]["seed"] == 0.0 and norms[task.name]["reference"] == 1.0

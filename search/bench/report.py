@@ -74,6 +74,13 @@ def normalise(tasks: dict[str, Task], results: list[RunResult]) -> dict[str, dic
             "reference": ref,
             "reference_source": source,
         }
+        if task.config.kind == "answer":  # the search sees no score; the hidden grade is already 0 to 1
+            norms[task.name].update(
+                seed=0.0, seed_source="no answer", reference=1.0, reference_source="the truth"
+            )
+            for r in rows:
+                r["normalised"] = r["test_score"] if num(r.get("test_score")) else math.nan
+            continue
         for r in rows:
             scorable = seed is not None and ref is not None
             r["normalised"] = normalised_score(r["best"], seed, ref) if scorable else math.nan
