@@ -73,6 +73,11 @@ class GRPOConfig(BaseModel):
     """Which tokens of a drawn candidate the loss counts: "action", all of them (its stated probability,
     labels and free detail too); "move", those that choose the experiment (the parent and the
     hypothesis, of a directed one its verb and target: `training.logprobs.move_positions`)."""
+    weight_coef: float = Field(0.0, ge=0)
+    """Weight of a loss on what the draw weighs each drawn candidate by: its expected stated probability
+    (read to one decimal from the distribution at the value's first token and first decimal digit, as the
+    watch reads it), raised for a positive advantage and lowered for a negative one (-A log E). Token GRPO
+    only reinforces whatever digits were written; this says which way the weight should move. 0: off."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     steps: int = Field(4, ge=1, le=64)
@@ -146,6 +151,8 @@ class UpdateStats(BaseModel):
     action tokens before the update."""
     entropy: float = 0.0
     """The same after the update: a collapse towards 0 means the scientist stopped exploring."""
+    weight_loss: float = 0.0
+    """Mean of the stated-probability loss over the used groups and steps (`weight_coef`; 0 when off)."""
     grad_norm: float = 0.0
     """Gradient norm before clipping, at the last step."""
     seconds: float = 0.0
@@ -208,13 +215,24 @@ def make_optimizer(model: Any, adapter: str, config: GRPOConfig) -> torch.optim.
 def group_loss(
     model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int,
     ref: torch.Tensor, temperature: float = 1.0, old: torch.Tensor | None = None,
+    stated_ids: tuple[int, int, list[int]] | None = None,
 ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:  # fmt: skip
     """The clipped-ratio loss of one group, averaged over its action tokens, its diagnostics (`measure`'s
     sums) and the old log-probs it used. `ref`: the group's log-probs under the base model (`reference`);
     `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old)."""
     import torch
 
-    new, mask, given, entropy = _scored(model, group, pad_id, temperature, config.prompt_grad)
+    weighing = config.weight_coef > 0 and stated_ids is not None and any(t.stated_at for t in group.targets)
+    seen: dict[str, torch.Tensor] = {}
+    keep = seen.__setitem__ if weighing else None
+    new, mask, given, entropy = _scored(
+        model,
+        group,
+        pad_id,
+        temperature,
+        config.prompt_grad,
+        (lambda every: keep("every", every)) if keep else None,
+    )
     drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if old is None else 0.0
     old = new.detach() if old is None else old
     adv = torch.tensor(advantages, dtype=new.dtype, device=new.device)[:, None]
@@ -228,12 +246,39 @@ def group_loss(
     if config.kl_coef > 0:
         per_token = per_token + config.kl_coef * _k3(ref - new, mask)
     loss = (per_token * mask).sum() / mask.sum()
+    info["weight_loss"] = 0.0
+    if weighing:
+        term = config.weight_coef * _weight_loss(seen["every"], group.targets, advantages, stated_ids)
+        info["weight_loss"] = float(term.detach())
+        loss = loss + term
     if not torch.isfinite(loss):
         raise FloatingPointError(
             "GRPO loss is not finite: an action token lies outside its grammar mask; "
             "leave such targets out (training.logprobs.build_targets returns None for them)"
         )
     return loss, info, old
+
+
+def _weight_loss(
+    every: torch.Tensor, targets: list[ActionTarget], advantages: list[float], ids: tuple[int, int, list[int]]
+) -> torch.Tensor:
+    """-mean over the targets with a stated probability of A log E: E = P("1") + P("0") x (the expected
+    first decimal over its digits, plus 0.05; 0.5 where the value was written "1", whose decimals were
+    never in reach), each from the distribution at its position."""
+    import torch
+
+    one, zero, digits = ids
+    values = torch.tensor([d / 10 + 0.05 for d in range(10)], dtype=every.dtype, device=every.device)
+    terms = []
+    for row, (t, a) in enumerate(zip(targets, advantages)):
+        if t.stated_at is None or a == 0:
+            continue
+        first, digit = t.stated_at
+        lead = every[row, first].exp()
+        tail = (every[row, digit, digits].exp() * values).sum() if digit is not None else 0.5
+        expected = lead[one] + lead[zero] * tail
+        terms.append(-a * torch.log(expected.clamp_min(1e-12)))
+    return torch.stack(terms).mean() if terms else every.new_zeros(())
 
 
 def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -> torch.Tensor:
@@ -261,7 +306,12 @@ def measure(
 
 
 def _scored(
-    model: Any, group: Group, pad_id: int, temperature: float, prompt_grad: bool = True
+    model: Any,
+    group: Group,
+    pad_id: int,
+    temperature: float,
+    prompt_grad: bool = True,
+    distribution: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """New log-probs (with gradients when grad mode is on), the action-token mask, the old log-probs laid
     out like them, and the entropy."""
@@ -270,7 +320,7 @@ def _scored(
     from arts.training.logprobs import loss_mask, target_scores
 
     new, valid, entropy = target_scores(
-        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad
+        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad, distribution
     )
     mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
     old = torch.zeros_like(new, requires_grad=False)
@@ -299,6 +349,12 @@ def _sums(
     }
 
 
+def stated_token_ids(tokenizer: Any) -> tuple[int, int, list[int]]:
+    """The tokens "1", "0" and the ten digits, with which a stated probability begins (`_weight_loss`)."""
+    one, zero = (tokenizer.encode(s, add_special_tokens=False)[0] for s in ("1", "0"))
+    return one, zero, [tokenizer.encode(str(d), add_special_tokens=False)[0] for d in range(10)]
+
+
 def grpo_update(
     model: Any,
     tokenizer: Any,
@@ -325,6 +381,8 @@ def grpo_update(
         stats.seconds = time.perf_counter() - start
         return stats
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    stated_ids = stated_token_ids(tokenizer) if config.weight_coef > 0 else None
+    weight_losses: list[float] = []
     refs = [reference(model, g, pad_id, temperature) for g, _ in usable]
     params = [p for pg in optimizer.param_groups for p in pg["params"]]
     losses, clipped, seen = [], 0.0, 0.0
@@ -335,10 +393,11 @@ def grpo_update(
         now = dict.fromkeys(("tokens", "kl", "kl_old", "entropy", "clipped"), 0.0)
         for i, ((group, advantages), ref) in enumerate(zip(usable, refs)):
             loss, info, olds[i] = group_loss(
-                model, group, advantages, config, pad_id, ref, temperature, olds[i]
+                model, group, advantages, config, pad_id, ref, temperature, olds[i], stated_ids
             )
             (loss / len(usable)).backward()
             losses.append(float(loss.detach()))
+            weight_losses.append(info.pop("weight_loss"))
             stats.old_drift = max(stats.old_drift, info["drift"])
             now = {k: now[k] + info[k] for k in now}
         if step == 0:
@@ -358,6 +417,7 @@ def grpo_update(
         for (group, _), ref, old in zip(usable, refs, olds):
             last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature, old).items()}
     stats.loss = sum(losses) / len(losses)
+    stats.weight_loss = sum(weight_losses) / len(weight_losses)
     stats.samples = sum(len(g.targets) for g, _ in usable)
     stats.clip_fraction = clipped / seen if seen else 0.0
     stats.kl, stats.kl_old = last["kl"] / last["tokens"], last["kl_old"] / last["tokens"]

@@ -50,6 +50,7 @@ from arts.training.logprobs import (
     move_positions,
     score_targets,
     span_targets,
+    stated_positions,
 )
 
 ADAPTER = "ttt"
@@ -293,10 +294,14 @@ class Trainer:
 
     def _built(self, g: ActionGroup, targets: list[ActionTarget]) -> Group:
         """The group to train on; under `train_on = "move"` each target keeps its move's tokens only,
-        or all of its action where none is found."""
-        if self.config.train_on == "move":
-            for t in targets:
-                t.keep = move_positions(self.backend.tokenizer, t.tokens, t.trained) or None
+        or all of its action where none is found; with `weight_coef`, each notes where it states its
+        probability."""
+        tok = self.backend.tokenizer
+        for t in targets:
+            if self.config.train_on == "move":
+                t.keep = move_positions(tok, t.tokens, t.trained) or None
+            if self.config.weight_coef > 0:
+                t.stated_at = stated_positions(tok, t.tokens, t.trained)
         return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs)
 
     def _score(self, prompt_ids: list[int], targets: list) -> list[list[float]]:

@@ -262,6 +262,7 @@ def completion_logprobs(
     temperature: float = 1.0,
     entropy: bool = False,
     prompt_grad: bool = True,
+    distribution: Callable[[torch.Tensor], None] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
 
@@ -274,6 +275,8 @@ def completion_logprobs(
     (N, L) of each position's masked, tempered distribution (no gradients; 0 on padding). Without
     `prompt_grad` the prompt runs without gradients: the values are the same, and the gradient reaches the
     weights through the completions' positions only (the prompt's keys and values taken as given).
+    `distribution`, when given, is called with the (N, L, V) masked, tempered log-probabilities of every
+    token at every position (with gradients), for a loss on more than the sampled tokens.
     """
     hf = hf_model(model)
     device = next(hf.parameters()).device
@@ -294,6 +297,8 @@ def completion_logprobs(
             ok = ok | ~completion_mask.to(device)[..., None]
         logits = logits.masked_fill(~ok, float("-inf"))
     every = torch.log_softmax(logits, dim=-1)
+    if distribution is not None:
+        distribution(every)
     logprobs = every.gather(-1, completion_ids[..., None]).squeeze(-1)
     if completion_mask is not None:
         logprobs = logprobs.masked_fill(~completion_mask.to(device), 0.0)
