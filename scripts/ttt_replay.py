@@ -13,7 +13,7 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
-       [--watch "decrease TOL"] [--train-on action move] [--json out.json]
+       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -67,10 +67,11 @@ def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
 def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
+    weight_coef: float = 0.0,
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     trainer = Trainer(
-        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on), Path(tempfile.mkdtemp()),
+        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on, weight_coef=weight_coef), Path(tempfile.mkdtemp()),
         temperature=temperature, seed=seed,
     )  # fmt: skip
     trainer.start()
@@ -113,7 +114,7 @@ def replay(
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "dtype": dtype,
+    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef, "dtype": dtype,
             "ratio0": ratio0,
             "updates": updates, "watch": watched,
             "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
@@ -124,6 +125,7 @@ def _name(row: dict) -> str:
     return (
         f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}"
         f" on {row.get('train_on', 'action')}"
+        + (f" weight {row['weight_coef']:g}" if row.get("weight_coef") else "")
     )
 
 
@@ -170,6 +172,8 @@ def main() -> int:
                     "probability (training.watch) is taken before each update after the first")  # fmt: skip
     ap.add_argument("--train-on", nargs="+", choices=["action", "move"], default=["action"],
                     help="the tokens the loss counts (GRPOConfig.train_on); several: replay each")  # fmt: skip
+    ap.add_argument("--weight-coef", type=float, nargs="+", default=[0.0],
+                    help="the stated-probability loss's weight (GRPOConfig.weight_coef); several: replay each")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -180,8 +184,14 @@ def main() -> int:
         print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
         rows = []
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
-        settings = [(lr, grad, on) for lr in args.lr for grad in grads for on in args.train_on]
-        for lr, grad, on in settings:
+        settings = [
+            (lr, grad, on, w)
+            for lr in args.lr
+            for grad in grads
+            for on in args.train_on
+            for w in args.weight_coef
+        ]
+        for lr, grad, on, w in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -194,6 +204,7 @@ def main() -> int:
                 args.dtype,
                 args.watch,
                 on,
+                w,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]
@@ -205,6 +216,7 @@ def main() -> int:
                 f"({time.perf_counter() - t0:.0f}s)"
                 + "".join(
                     f"\n    watch round {w['round']} after {w['updates']} updates: x{w['ratio']:.3f}"
+                    f" (offer x{w.get('offer', math.nan):.3f}, weight x{w.get('weight', math.nan):.3f})"
                     for w in row["watch"]
                 ),  # fmt: skip
                 flush=True,

@@ -201,7 +201,9 @@ class Learning:
         )
         self._publish()
         self.log(
-            f"update {self.trainer.k}: loss {stats.loss:.4f}  reward mean {stats.reward_mean:.2f}  groups "
+            f"update {self.trainer.k}: loss {stats.loss:.4f}"
+            f"{f' (stated probability {stats.weight_loss:.4f})' if stats.weight_loss else ''}"
+            f"  reward mean {stats.reward_mean:.2f}  groups "
             f"{stats.groups_used} used / {stats.groups_skipped} skipped  steps {stats.steps}"
             f"{' (KL bound)' if stats.kl_stop else ''}  clip {stats.clip_fraction:.3f}  KL {stats.kl_old:.4f}"
             f"/{stats.kl:.4f}  entropy {stats.entropy:.3f}  {stats.seconds:.1f}s"

@@ -138,3 +138,32 @@ def test_a_ttt_run_warns_when_its_budget_cannot_give_one_update(
     assert ttt_budget_note(enough, "optimize") is None
     few_rounds = SearchConfig(ttt={"enabled": True, "grpo": {"update_every": 3}}, budget={"rounds": 2})
     assert "raise --rounds to at least 3" in ttt_budget_note(few_rounds, "optimize")
+
+
+def test_arts_search_trains_the_move_and_the_stated_probability_when_asked(
+    tmp_path, tiny_model_dir, monkeypatch
+):
+    """`--set ttt.grpo.train_on=move --set ttt.grpo.weight_coef=5` through `arts search`: every applied
+    update counts the moves' tokens only and carries the stated-probability loss."""
+    import arts.search.run
+    from arts.policy.backends.transformers import TransformersBackend
+    from arts.search.cli.main import main
+    from arts.search.store import Store
+    from tests.doubles import RuleBackend, make_task
+
+    def make(mc, sink, seed):
+        if mc.backend == "transformers":
+            return TransformersBackend(str(tiny_model_dir), usage_sink=sink, seed=seed)
+        return RuleBackend(seed)
+
+    monkeypatch.setattr(arts.search.run, "make_backend", make)
+    task, run = make_task(tmp_path / "task"), tmp_path / "run"
+    argv = ["search", str(task), "--ttt", "--group", "4", "-k", "2", "--audits", "0", "--rounds", "4",
+            "--evals", "400", "--run-dir", str(run), "--set", "executor_model.backend=rules"]  # fmt: skip
+    for s in ("scientist.inspect=0", "scientist.parents=3", "scientist.max_tokens=640", "ttt.grpo.lr=1e-2",
+              "ttt.grpo.train_on=move", "ttt.grpo.weight_coef=5"):  # fmt: skip
+        argv += ["--set", s]
+    main(argv)
+    with Store.open(run, create=False) as store:
+        updates = [e.payload for e in store.events("update")]
+    assert updates and all(u["weight_loss"] != 0 and 0 < u["tokens"] < 8 * u["samples"] for u in updates)
