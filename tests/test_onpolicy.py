@@ -12,7 +12,8 @@ from arts.policy.backends import decoding
 from arts.policy.scientist import Scientist, ScientistConfig
 from arts.policy.spans import item_spans, token_spans
 from arts.training.grpo import GRPOConfig
-from arts.training.logprobs import adapter_scope, move_positions, stated_positions, target_logprobs
+from arts.training.logprobs import adapter_scope, move_positions, target_logprobs
+from arts.training.stated import stated_positions
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
 from tests.doubles import STATE, sampled_proposal
 

@@ -74,10 +74,8 @@ class GRPOConfig(BaseModel):
     labels and free detail too); "move", those that choose the experiment (the parent and the
     hypothesis, of a directed one its verb and target: `training.logprobs.move_positions`)."""
     weight_coef: float = Field(0.0, ge=0)
-    """Weight of a loss on what the draw weighs each drawn candidate by: its expected stated probability
-    (read to one decimal from the distribution at the value's first token and first decimal digit, as the
-    watch reads it), raised for a positive advantage and lowered for a negative one (-A log E). Token GRPO
-    only reinforces whatever digits were written; this says which way the weight should move. 0: off."""
+    """Weight of a loss that moves each drawn candidate's expected stated probability, which the draw
+    follows, the way its advantage says (`training.stated`); 0: off."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     steps: int = Field(4, ge=1, le=64)
@@ -222,6 +220,8 @@ def group_loss(
     `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old)."""
     import torch
 
+    from arts.training.stated import weight_loss
+
     weighing = config.weight_coef > 0 and stated_ids is not None and any(t.stated_at for t in group.targets)
     seen: dict[str, torch.Tensor] = {}
     keep = seen.__setitem__ if weighing else None
@@ -248,7 +248,7 @@ def group_loss(
     loss = (per_token * mask).sum() / mask.sum()
     info["weight_loss"] = 0.0
     if weighing:
-        term = config.weight_coef * _weight_loss(seen["every"], group.targets, advantages, stated_ids)
+        term = config.weight_coef * weight_loss(seen["every"], group.targets, advantages, stated_ids)
         info["weight_loss"] = float(term.detach())
         loss = loss + term
     if not torch.isfinite(loss):
@@ -257,28 +257,6 @@ def group_loss(
             "leave such targets out (training.logprobs.build_targets returns None for them)"
         )
     return loss, info, old
-
-
-def _weight_loss(
-    every: torch.Tensor, targets: list[ActionTarget], advantages: list[float], ids: tuple[int, int, list[int]]
-) -> torch.Tensor:
-    """-mean over the targets with a stated probability of A log E: E = P("1") + P("0") x (the expected
-    first decimal over its digits, plus 0.05; 0.5 where the value was written "1", whose decimals were
-    never in reach), each from the distribution at its position."""
-    import torch
-
-    one, zero, digits = ids
-    values = torch.tensor([d / 10 + 0.05 for d in range(10)], dtype=every.dtype, device=every.device)
-    terms = []
-    for row, (t, a) in enumerate(zip(targets, advantages)):
-        if t.stated_at is None or a == 0:
-            continue
-        first, digit = t.stated_at
-        lead = every[row, first].exp()
-        tail = (every[row, digit, digits].exp() * values).sum() if digit is not None else 0.5
-        expected = lead[one] + lead[zero] * tail
-        terms.append(-a * torch.log(expected.clamp_min(1e-12)))
-    return torch.stack(terms).mean() if terms else every.new_zeros(())
 
 
 def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -> torch.Tensor:
@@ -349,12 +327,6 @@ def _sums(
     }
 
 
-def stated_token_ids(tokenizer: Any) -> tuple[int, int, list[int]]:
-    """The tokens "1", "0" and the ten digits, with which a stated probability begins (`_weight_loss`)."""
-    one, zero = (tokenizer.encode(s, add_special_tokens=False)[0] for s in ("1", "0"))
-    return one, zero, [tokenizer.encode(str(d), add_special_tokens=False)[0] for d in range(10)]
-
-
 def grpo_update(
     model: Any,
     tokenizer: Any,
@@ -381,6 +353,8 @@ def grpo_update(
         stats.seconds = time.perf_counter() - start
         return stats
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    from arts.training.stated import stated_token_ids
+
     stated_ids = stated_token_ids(tokenizer) if config.weight_coef > 0 else None
     weight_losses: list[float] = []
     refs = [reference(model, g, pad_id, temperature) for g, _ in usable]

@@ -152,35 +152,6 @@ def move_positions(tokenizer: Any, tokens: list[int], span: tuple[int, int]) -> 
     return sorted({start + i for a, b in token_spans(ids, tokenizer.decode, chosen) for i in range(a, b)})
 
 
-PROBABILITY = '"probability": '
-"""The key before a candidate's stated probability, as the grammar writes it."""
-
-
-def stated_positions(
-    tokenizer: Any, tokens: list[int], span: tuple[int, int]
-) -> tuple[int, int | None] | None:
-    """Where the candidate `tokens[span]` states its probability: the position of the value's first token
-    ("0" or "1"), and of the first decimal digit when the value was written "0.d..." (else None); None when
-    the value does not start on a token boundary or is not written that way."""
-    start, end = span
-    ids = tokens[start:end]
-    text = tokenizer.decode(ids)
-    at = text.find(PROBABILITY)
-    if at < 0:
-        return None
-    at += len(PROBABILITY)
-    first = next((i for i in range(len(ids) + 1) if len(tokenizer.decode(ids[:i])) >= at), None)
-    if first is None or first >= len(ids) or len(tokenizer.decode(ids[:first])) != at:
-        return None
-    head = [tokenizer.decode([t]) for t in ids[first : first + 3]]
-    if not head or head[0] not in ("0", "1"):
-        return None
-    digit = (
-        first + 2 if head[0] == "0" and head[1:2] == ["."] and len(head) == 3 and head[2].isdigit() else None
-    )
-    return start + first, None if digit is None else start + digit
-
-
 def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded (ids (N, L), mask (N, L) bool, allowed (N, L, W)); padding is all-allowed."""
     length = max(len(t.tokens) for t in targets)

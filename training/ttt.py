@@ -50,8 +50,8 @@ from arts.training.logprobs import (
     move_positions,
     score_targets,
     span_targets,
-    stated_positions,
 )
+from arts.training.stated import stated_positions
 
 ADAPTER = "ttt"
 """Name of the trained adapter on the backend (a local scientist samples with it)."""

@@ -23,6 +23,7 @@ from typing import Any
 
 from arts.training.credit import base_model
 from arts.training.logprobs import ActionTarget, adapter_scope, score_targets
+from arts.training.stated import PROBABILITY
 
 HYPOTHESIS = '"hypothesis": "'
 
@@ -72,9 +73,6 @@ def tuned_and_base(
     with base_model(backend.model):
         base = score_targets(backend.model, prompt_ids, targets, pad, temperature)
     return tuned, base
-
-
-PROBABILITY = '"probability": '
 
 
 def value_start(tokenizer: Any, tokens: list[int], candidate: int, key: str = PROBABILITY) -> int | None:
