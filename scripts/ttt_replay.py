@@ -13,12 +13,13 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
-       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--json out.json]
+       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--replay 0 3] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -67,13 +68,13 @@ def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
 def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
-    weight_coef: float = 0.0,
+    weight_coef: float = 0.0, replay_rounds: int = 0,
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
-    trainer = Trainer(
-        backend, GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on, weight_coef=weight_coef), Path(tempfile.mkdtemp()),
-        temperature=temperature, seed=seed,
-    )  # fmt: skip
+    config = GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on,
+                        weight_coef=weight_coef, replay=replay_rounds)  # fmt: skip
+    trainer = Trainer(backend, config, Path(tempfile.mkdtemp()), temperature=temperature, seed=seed)
+    earlier: list[ActionGroup] = []  # the groups trained on so far, newest last
     trainer.start()
     actions, kls, updates, seconds, ratio0, watched = [], [], 0, 0.0, 0.0, []
     for members in groups:
@@ -107,14 +108,19 @@ def replay(
             group.tokens = first.tokens
         else:
             group.action_tokens = [r.tokens for r in members]
-        result = trainer.update([group])
+        again = (
+            [dataclasses.replace(g, replayed=True) for g in earlier[-replay_rounds:]] if replay_rounds else []
+        )
+        result = trainer.update([group, *again])
+        earlier.append(group)
         ratio0 = max(ratio0, result.stats.old_drift)
         if result.applied:
             updates += 1
             kls.append(result.stats.kl)
             seconds += result.stats.seconds
     check = credit(actions)
-    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef, "dtype": dtype,
+    return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef,
+            "replay": replay_rounds, "dtype": dtype,
             "ratio0": ratio0,
             "updates": updates, "watch": watched,
             "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
@@ -126,6 +132,7 @@ def _name(row: dict) -> str:
         f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}"
         f" on {row.get('train_on', 'action')}"
         + (f" weight {row['weight_coef']:g}" if row.get("weight_coef") else "")
+        + (f" replay {row['replay']}" if row.get("replay") else "")
     )
 
 
@@ -174,6 +181,8 @@ def main() -> int:
                     help="the tokens the loss counts (GRPOConfig.train_on); several: replay each")  # fmt: skip
     ap.add_argument("--weight-coef", type=float, nargs="+", default=[0.0],
                     help="the stated-probability loss's weight (GRPOConfig.weight_coef); several: replay each")  # fmt: skip
+    ap.add_argument("--replay", type=int, nargs="+", default=[0],
+                    help="earlier rounds' groups each update trains on again (GRPOConfig.replay); several: replay each")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -185,13 +194,14 @@ def main() -> int:
         rows = []
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
         settings = [
-            (lr, grad, on, w)
+            (lr, grad, on, w, rep)
             for lr in args.lr
             for grad in grads
             for on in args.train_on
             for w in args.weight_coef
+            for rep in args.replay
         ]
-        for lr, grad, on, w in settings:
+        for lr, grad, on, w, rep in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -205,6 +215,7 @@ def main() -> int:
                 args.watch,
                 on,
                 w,
+                rep,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]

@@ -179,12 +179,16 @@ class Learning:
             if self.last_round < r.round <= round and r.reward is not None and r.old_logprob is not None
         ]  # fmt: skip
         groups = self._groups(rollouts)
+        again = self._replayed(round)
         if self.watch and rollouts:
             self._watch(rollouts, round)
-        result = self.trainer.update(groups, note={"last_round": round, "rollouts": [r.id for r in rollouts]})
+        note = {"last_round": round, "rollouts": [r.id for r in rollouts], "replayed": len(again)}
+        result = self.trainer.update(groups + again, note=note)
         examined, self.last_round = self.last_round, round
-        for r in rollouts:
-            self._old.pop(r.id, None)
+        window = self.trainer.config.replay
+        for r in self.ledger.state.rollouts.values():
+            if r.round <= round - window:  # no later update trains on it again
+                self._old.pop(r.id, None)
         self.ledger.set_meta("ttt_last_round", round)
         stats = result.stats
         if not result.applied:
@@ -204,7 +208,8 @@ class Learning:
             f"update {self.trainer.k}: loss {stats.loss:.4f}"
             f"{f' (stated probability {stats.weight_loss:.4f})' if stats.weight_loss else ''}"
             f"  reward mean {stats.reward_mean:.2f}  groups "
-            f"{stats.groups_used} used / {stats.groups_skipped} skipped  steps {stats.steps}"
+            f"{stats.groups_used} used / {stats.groups_skipped} skipped"
+            f"{f' ({len(again)} replayed)' if again else ''}  steps {stats.steps}"
             f"{' (KL bound)' if stats.kl_stop else ''}  clip {stats.clip_fraction:.3f}  KL {stats.kl_old:.4f}"
             f"/{stats.kl:.4f}  entropy {stats.entropy:.3f}  {stats.seconds:.1f}s"
         )
@@ -221,9 +226,26 @@ class Learning:
                 f"watch {self.watch!r}: x{got['ratio']:.2f} the base model's {got['measure']} under {trainer.label}"
             )
 
-    def _groups(self, rollouts: list[Rollout]) -> list[ActionGroup]:
+    def _replayed(self, round: int) -> list[ActionGroup]:
+        """The groups of the `replay` rounds before the previous update's, trained on again (their log-probs
+        at sampling time are kept, or recomputed after a restart; the update takes its ratio from its own
+        first forward either way)."""
+        window = self.trainer.config.replay
+        if not window:
+            return []
+        rollouts = [
+            r for r in self.ledger.state.rollouts.values()
+            if self.last_round - window < r.round <= self.last_round
+            and r.reward is not None and r.old_logprob is not None
+        ]  # fmt: skip
+        groups = self._groups(rollouts, check=False)
+        for g in groups:
+            g.replayed = True
+        return groups
+
+    def _groups(self, rollouts: list[Rollout], check: bool = True) -> list[ActionGroup]:
         """Training groups from stored rollouts; old per-token log-probs from the sampling-time cache, or
-        recomputed (after a restart) and checked against the stored sums."""
+        recomputed (after a restart) and, with `check`, checked against the stored sums."""
         by_group: dict[int, list[Rollout]] = defaultdict(list)
         for r in rollouts:
             by_group[r.group].append(r)
@@ -231,7 +253,7 @@ class Learning:
         for members in by_group.values():
             old = [self._old.get(r.id) for r in members]
             if any(o is None for o in old):
-                old = self._rescore(members)
+                old = self._rescore(members, check)
             first = members[0]
             actions, rewards = [r.action for r in members], [r.reward for r in members]
             group = ActionGroup(first.prompt, first.json_schema, actions, rewards, old)
@@ -244,7 +266,7 @@ class Learning:
             out.append(group)
         return out
 
-    def _rescore(self, members: list[Rollout]) -> list[list[float]]:
+    def _rescore(self, members: list[Rollout], check: bool = True) -> list[list[float]]:
         first = members[0]
         if first.tokens:
             full = {}  # each list's tokens scored once
@@ -263,7 +285,7 @@ class Learning:
                 "tokenizer or the action schema changed since the run started? Resume with the same version."
             )
         drift = max(abs(math.fsum(o) - r.old_logprob) for o, r in zip(old, members))
-        if drift > DRIFT:
+        if check and drift > DRIFT:
             self.ledger.event("ttt_old_logprob_drift", group=first.group, max_abs=drift)
         return old
 

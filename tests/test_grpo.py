@@ -171,6 +171,9 @@ def test_the_first_step_takes_old_from_its_own_forward_and_reports_the_given_one
     stats = update(tiny_backend, "drift", [group], config, optimizer)
     assert stats.steps == 1 and stats.clip_fraction == 0.0
     assert stats.old_drift == pytest.approx(0.3, abs=1e-4)
+    group.replayed = True  # trained on again (`replay`): its given log-probs are an earlier policy's
+    stats = update(tiny_backend, "drift", [group], config, optimizer)
+    assert stats.steps == 1 and stats.clip_fraction == 0.0 and stats.old_drift == 0.0
 
 
 def test_equal_rewards_leave_the_adapter_unchanged(trained_backend):

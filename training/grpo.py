@@ -16,13 +16,12 @@ disabled, no second model copy, computed once per update) is always measured and
 
 Why not TRL's `GRPOTrainer`: it samples the completions itself and calls the reward inside its step,
 while here the reward is an experiment the search runs between sampling and training, and the
-completions are grammar-constrained actions drawn by an external sampler. The issue measured, for
-N=4, 585 prompt tokens, 60-token completions, LoRA r=8 on all linear layers: 31-42 s and 9.4 GB per
-update with GRPOTrainer, 16-21 s and 8.4 GB for a plain padded batch, 5.6-7.7 s and 4.1 GB when the
-prompt runs once with gradients and its KV cache is shared by the N completions
-(`policy.backends.decoding.completion_logprobs`), which is what `grpo_update` does; `scripts/bench_grpo.py`
-measures the last two here. The loss follows TRL's `_compute_loss` (token-level clipped ratio, k3 KL
-estimator), written out because TRL keeps it inside the trainer, not as a function.
+completions are grammar-constrained actions drawn by an external sampler. Measured for N=4, 585 prompt
+tokens, 60-token completions, LoRA r=8 on all linear layers: 31-42 s and 9.4 GB per update with
+GRPOTrainer, 5.6-7.7 s and 4.1 GB when the prompt runs once and its KV cache is shared by the N
+completions (`policy.backends.decoding.completion_logprobs`), as `grpo_update` does (`scripts/bench_grpo.py`).
+The loss follows TRL's `_compute_loss` (token-level clipped ratio, k3 KL estimator), written out
+because TRL keeps it inside the trainer, not as a function.
 
 torch and peft are imported inside the functions: `search.config` imports `GRPOConfig`, and loading
 a config (or `arts tasks list`) should not pay torch's import.
@@ -58,9 +57,8 @@ class GRPOConfig(BaseModel):
     target_modules: str | list[str] = "all-linear"
     """Layers that get LoRA: peft's "all-linear" (every linear layer but the output head) or names."""
     lr: float = Field(1e-4, gt=0, le=1e-2)
-    """AdamW learning rate. Chosen with `steps`, `kl_max` and `lora_rank` by the sweep in docs/ttt-sweep.md:
-    on the embedded model 1e-4 x 4 steps raised a paying action more per update (2.5 nats) than the former
-    2e-4 x 1 step (1.9) at a smaller KL to the sampling policy (0.012 against 0.015 per token)."""
+    """AdamW learning rate, chosen with `steps`, `kl_max` and `lora_rank` by the sweep (docs/ttt-sweep.md): 1e-4
+    x 4 steps raised a paying action 2.5 nats per update (2e-4 x 1: 1.9) at KL 0.012 per token (0.015)."""
     weight_decay: float = Field(0.0, ge=0)
     """AdamW weight decay (0: an adapter only moves where rewards say so)."""
     clip_eps: float = Field(0.2, gt=0, lt=1)
@@ -78,22 +76,21 @@ class GRPOConfig(BaseModel):
     follows, the way its advantage says (`training.stated`); 0: off."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
+    replay: int = Field(0, ge=0)
+    """Rounds before those whose groups each update trains on again (0: each group trains one update)."""
     steps: int = Field(4, ge=1, le=64)
     """Optimizer steps per update, each on every group collected since the previous update. The ratio to
     the sampling policy leaves 1 after the first step, which is where clipping starts to act."""
     kl_max: float | None = Field(0.01, gt=0)
-    """Stop an update's steps once the mean per-token KL (k3) of the adapter to the policy that sampled its
-    groups exceeds this (a trust region per update, as PPO's target KL). It is read from each step's forward,
-    before that step: the first step is always taken, and an update may end one step past the bound. None:
-    always `steps` steps."""
+    """Stop an update's steps once the mean per-token KL (k3) of the adapter to the policy at the update's
+    start exceeds this (PPO's target KL), read from each step's forward before it: the first step is
+    always taken. None: always `steps` steps."""
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Clip the adapter's gradient norm to this; None leaves it unclipped."""
     prompt_grad: bool = False
-    """Back-propagate through the state prompt's positions too. False (the default) runs the prompt forward
-    without gradients at each step (the log-probs and so the ratio stay exact): the gradient reaches the
-    adapter through the actions' positions only. Measured (`docs/ttt-sweep.md`): an update then costs
-    0.49-0.84x (median 0.63) on the probes' 1,300-token prompts, and learns 91% as much per update in context and 92%
-    on a held-out prompt, with the same probability of the paying action after three updates."""
+    """Back-propagate through the state prompt's positions too. False (the default): the prompt runs without
+    gradients (the log-probs stay exact); an update costs 0.49-0.84x and learns 91% as much per update in
+    context, 92% held out (`docs/ttt-sweep.md`, the probes' 1,300-token prompts)."""
 
     @model_validator(mode="after")
     def _clip_range(self) -> GRPOConfig:
@@ -164,6 +161,8 @@ class Group:
     targets: list[ActionTarget]
     rewards: list[float]
     old_logprobs: list[list[float]]
+    replayed: bool = False
+    """Sampled before the previous update (`GRPOConfig.replay`): its given log-probs are not checked."""
 
     def __post_init__(self) -> None:
         n = len(self.targets)
@@ -233,7 +232,8 @@ def group_loss(
         config.prompt_grad,
         (lambda every: keep("every", every)) if keep else None,
     )
-    drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if old is None else 0.0
+    fresh = old is None and not group.replayed
+    drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if fresh else 0.0
     old = new.detach() if old is None else old
     adv = torch.tensor(advantages, dtype=new.dtype, device=new.device)[:, None]
     ratio = torch.exp(new - old)

@@ -88,6 +88,9 @@ class ActionGroup:
     action_tokens: list[list[int]] | None = None
     """Instead of `tokens`, where each action was drawn from its own sampled proposal (N verbalized lists
     of one prompt): action i is its candidate's span of `action_tokens[i]`, trained on policy."""
+    replayed: bool = False
+    """Trained on by an earlier update too (`GRPOConfig.replay`): `old_logprobs` are not the policy in
+    force, so they are not checked against it."""
 
     def __post_init__(self) -> None:
         n = len(self.actions)
@@ -302,7 +305,7 @@ class Trainer:
                 t.keep = move_positions(tok, t.tokens, t.trained) or None
             if self.config.weight_coef > 0:
                 t.stated_at = stated_positions(tok, t.tokens, t.trained)
-        return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs)
+        return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs, g.replayed)
 
     def _score(self, prompt_ids: list[int], targets: list) -> list[list[float]]:
         tok = self.backend.tokenizer
