@@ -93,6 +93,7 @@ def candidate_item(
     moves: Moves | None = None,
     refinable: list[int] | None = None,
     plan_axes: list[str] | None = None,
+    axis_first: bool = False,
 ) -> type[BaseModel]:
     """One verbalized candidate: the action, its region, its stated probability, and (when observations are
     shown) the observation ids that motivated it. No free-text rationale: at 135M parameters every field
@@ -100,7 +101,8 @@ def candidate_item(
     replaces the hypothesis's default pattern (see `directed_pattern`); with its `moves`, the axis is one
     of their targets and the region one of their kinds (`KINDS`), a vocabulary instead of free strings;
     without, the axis is one of `plan_axes` (the plan's, see `policy.analysis.Plan.axes`) or OTHER, and
-    the region one of FREE_REGIONS."""
+    the region one of FREE_REGIONS. `axis_first` writes the axis before the hypothesis, so that a directed
+    hypothesis's verb is chosen knowing its target."""
     label = (str, Field(min_length=2, max_length=30))
     if moves:
         axes = list(moves)
@@ -108,10 +110,12 @@ def candidate_item(
     else:  # a free candidate: the plan's axes, when it named some, and the kinds of change
         axes = list(dict.fromkeys([*plan_axes, OTHER])) if plan_axes else []
         kinds = list(FREE_REGIONS)
-    fields: dict = {
-        "parent": (id_literal(parent_ids), ...),
-        "hypothesis": (str, _hypothesis(pattern)),
-        "axis": (Literal[tuple(axes)], ...) if axes else label,
+    hypothesis, axis = (str, _hypothesis(pattern)), (Literal[tuple(axes)], ...) if axes else label
+    fields: dict = {"parent": (id_literal(parent_ids), ...)}
+    fields.update(
+        {"axis": axis, "hypothesis": hypothesis} if axis_first else {"hypothesis": hypothesis, "axis": axis}
+    )
+    fields |= {
         "region": (Literal[tuple(kinds)], ...) if kinds else label,
         "probability": (float, Field(ge=0, le=1)),
     }
@@ -133,15 +137,21 @@ def proposal_schema(
     shares: list[Moves] | None = None,
     refinable: list[int] | None = None,
     plan_axes: list[str] | None = None,
+    axis_first: bool = False,
 ) -> type[BaseModel]:
     """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
     pattern i (a JSON-schema tuple, which xgrammar enforces position by position), and its axis and
     region name one of `shares[i]`'s targets and kinds."""
     if patterns:
         shares = shares or [None] * len(patterns)
-        items = tuple(candidate_item(parent_ids, observation_ids, p, m) for p, m in zip(patterns, shares))
+        items = tuple(
+            candidate_item(parent_ids, observation_ids, p, m, axis_first=axis_first)
+            for p, m in zip(patterns, shares)
+        )
         return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
-    cand = candidate_item(parent_ids, observation_ids, refinable=refinable, plan_axes=plan_axes)
+    cand = candidate_item(
+        parent_ids, observation_ids, refinable=refinable, plan_axes=plan_axes, axis_first=axis_first
+    )
     return create_model(
         "Proposal",
         __config__=ConfigDict(extra="forbid"),

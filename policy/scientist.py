@@ -86,6 +86,11 @@ class ScientistConfig(BaseModel):
     135M default copied the prompt's example hypothesis into all 5 first-round candidates and wrote
     "next experiment" for all 6 of the next two rounds; with one pattern for all candidates, it aimed all
     K at the same target in 5 of 5 rounds. Turn it off for a model that writes concrete hypotheses."""
+    axis_first: bool = False
+    """Write each candidate's axis (its target) before its hypothesis. A directed hypothesis writes its verb
+    before its target, so the token a TTT update moves is chosen before the target is named; on
+    probe-quadrature under `ttt.grpo.train_on=move` the credit fell below chance (docs/benchmark.md).
+    Not yet measured; a served scientist's actions are still scored in the default order."""
 
 
 class AuditNotes(BaseModel):
@@ -197,7 +202,14 @@ class Scientist:
         refinable = {} if patterns else dict(refinable or {})
         plan_axes = [] if patterns else list(plan_axes or [])
         schema = proposal_schema(
-            parent_ids, k, observation_ids, patterns, shares or None, list(refinable), plan_axes
+            parent_ids,
+            k,
+            observation_ids,
+            patterns,
+            shares or None,
+            list(refinable),
+            plan_axes,
+            axis_first=self.config.axis_first,
         )
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:

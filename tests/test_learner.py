@@ -144,12 +144,15 @@ def test_a_ttt_run_warns_when_its_budget_cannot_give_one_update(
 def test_arts_search_trains_the_move_the_stated_probability_and_replays_when_asked(
     tmp_path, tiny_model_dir, monkeypatch
 ):
-    """`--set ttt.grpo.train_on=move --set ttt.grpo.weight_coef=5 --set ttt.grpo.replay=1` through `arts
-    search`: every applied update counts the moves' tokens only, carries the stated-probability loss, and
-    trains on the previous round's groups again beside its own."""
+    """`--set ttt.grpo.train_on=move --set ttt.grpo.weight_coef=5 --set ttt.grpo.replay=1 --set
+    scientist.axis_first=true` through `arts search`: every applied update counts the moves' tokens only,
+    carries the stated-probability loss, and trains on the previous round's groups again beside its own;
+    every sampled list names each candidate's axis before its hypothesis."""
     import arts.search.run
     from arts.policy.backends.transformers import TransformersBackend
     from arts.search.cli.main import main
+    from transformers import AutoTokenizer
+
     from arts.search.store import Store
     from tests.doubles import RuleBackend, make_task
 
@@ -163,18 +166,22 @@ def test_arts_search_trains_the_move_the_stated_probability_and_replays_when_ask
     argv = ["search", str(task), "--ttt", "--group", "4", "-k", "2", "--audits", "0", "--rounds", "4",
             "--evals", "400", "--run-dir", str(run), "--set", "executor_model.backend=rules"]  # fmt: skip
     for s in ("scientist.inspect=0", "scientist.parents=3", "scientist.max_tokens=640", "ttt.grpo.lr=1e-2",
-              "ttt.grpo.train_on=move", "ttt.grpo.weight_coef=5", "ttt.grpo.replay=1"):  # fmt: skip
+              "ttt.grpo.train_on=move", "ttt.grpo.weight_coef=5", "ttt.grpo.replay=1",
+              "scientist.axis_first=true"):  # fmt: skip
         argv += ["--set", s]
     main(argv)
     with Store.open(run, create=False) as store:
         updates = [e.payload for e in store.events("update")]
         examined = updates + [e.payload for e in store.events("update_skipped")]
         rewarded = store.load_state().rollouts.values()
-    assert updates and all(u["weight_loss"] != 0 and 0 < u["tokens"] < 8 * u["samples"] for u in updates)
+    assert updates and all(u["weight_loss"] != 0 and 0 < u["tokens"] < 12 * u["samples"] for u in updates)
     groups = defaultdict(set)
     for r in rewarded:
         if r.reward is not None and r.old_logprob is not None:
             groups[r.round].add(r.group)
     assert len(examined) == 4 and sum(len(g) for g in groups.values()) >= 3
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    lists = {tok.decode(r.tokens) for r in rewarded if r.tokens}
+    assert lists and all(t.index('"axis"') < t.index('"hypothesis"') for t in lists if '"hypothesis"' in t)
     for e in examined:  # its own round's groups and the round before's
         assert e["groups_used"] + e["groups_skipped"] == len(groups[e["round"]] | groups[e["round"] - 1])

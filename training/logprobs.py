@@ -38,7 +38,9 @@ from arts.policy.edits.moves import DIRECTED
 from arts.policy.proposal_schema import candidate_schema, canonical_action
 from arts.policy.spans import token_spans
 
-MOVE_FIELDS = re.compile(r'"parent": (?P<parent>\d+)|"hypothesis": "(?P<hypothesis>[^"]*)"')
+MOVE_FIELDS = re.compile(
+    r'"parent": (?P<parent>\d+)|"axis": "(?P<axis>[^"]*)"|"hypothesis": "(?P<hypothesis>[^"]*)"'
+)
 """The fields of a candidate's text that name its experiment (`move_positions`)."""
 
 ACTION_KEYS = ("parent", "hypothesis", "axis")
@@ -138,15 +140,21 @@ def move_positions(tokenizer: Any, tokens: list[int], span: tuple[int, int]) -> 
     the parent id and the hypothesis, of a directed hypothesis only its verb and target ("decrease TOL",
     not the free detail after it, which no edit reads). The stated probability, the axis and region
     labels and the cites choose nothing that is run: a reward credited to their tokens is noise, and on
-    a 135M model they outnumber the move's tokens about ten to one. Empty when no field is found."""
+    a 135M model they outnumber the move's tokens about ten to one. An axis written before the
+    hypothesis (`ScientistConfig.axis_first`) names the target, so it counts. Empty when no field is found."""
     start, end = span
     ids = tokens[start:end]
     text = tokenizer.decode(ids)
     chosen: list[tuple[int, int]] = []
+    hypothesis = False
     for m in MOVE_FIELDS.finditer(text):
         if m.group("parent") is not None:
             chosen.append(m.span("parent"))
             continue
+        if m.group("axis") is not None:
+            chosen += [] if hypothesis else [m.span("axis")]
+            continue
+        hypothesis = True
         head, at = DIRECTED.match(m.group("hypothesis")), m.start("hypothesis")
         chosen.append((at + head.start(), at + head.end()) if head else m.span("hypothesis"))
     return sorted({start + i for a, b in token_spans(ids, tokenizer.decode, chosen) for i in range(a, b)})
