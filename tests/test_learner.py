@@ -148,11 +148,11 @@ def test_arts_search_trains_the_move_the_stated_probability_and_replays_when_ask
     scientist.axis_first=true` through `arts search`: every applied update counts the moves' tokens only,
     carries the stated-probability loss, and trains on the previous round's groups again beside its own;
     every sampled list names each candidate's axis before its hypothesis."""
+    from transformers import AutoTokenizer
+
     import arts.search.run
     from arts.policy.backends.transformers import TransformersBackend
     from arts.search.cli.main import main
-    from transformers import AutoTokenizer
-
     from arts.search.store import Store
     from tests.doubles import RuleBackend, make_task
 
