@@ -5,11 +5,11 @@ group (`rewards.group_advantages`), so what the state alone explains cancels; a 
 all equal carries no signal and is skipped. The loss is the clipped-ratio objective, per action token:
 `-min(r A, clip(r, 1-eps, 1+eps_high) A)` with `r = exp(new - old)`, both log-probs taken under the
 same grammar mask and sampling temperature, averaged over the group's action tokens. `old` is the first
-step's own forward, detached: the adapter in force when an update starts is the one that sampled every
-group it trains on (no update happens between), so that forward is the sampling policy's log-probs, in
-the same batch shapes as every later step (the ratio starts at exactly 1 in any dtype; in bf16 the
-log-probs scored at sampling time, in other shapes, were up to 0.31 nats off). The log-probs given with
-a group are checked against it (`UpdateStats.old_drift`). An update takes
+step's own forward, detached: the adapter in force when an update starts sampled every new group (no
+update happens between), so that forward is the sampling policy's log-probs, in the same batch shapes as
+every later step (the ratio starts at exactly 1 in any dtype; in bf16 the log-probs scored at sampling
+time were up to 0.31 nats off); a replayed group (`replay`) is trained from the policy in force the same
+way. The log-probs given with a new group are checked against it (`UpdateStats.old_drift`). An update takes
 several optimizer steps on the same groups (so the ratio leaves 1 and clipping acts), and stops early
 once the adapter's KL to the sampling policy passes a bound; the KL to the base model (the adapter
 disabled, no second model copy, computed once per update) is always measured and optionally penalised.
