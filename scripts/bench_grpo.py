@@ -119,15 +119,15 @@ class Peak:
 def bare_update(model, prompt_ids: list[int], targets, advantages: list[float], optimizer) -> None:
     """The plain batch: N full sequences, right-padded, through the peft model; no prompt sharing."""
     seqs = [prompt_ids + t.tokens for t in targets]
-    width = max(map(len, seqs))
-    ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs])
-    attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs])
+    width, device = max(map(len, seqs)), model.device
+    ids = torch.tensor([s + [0] * (width - len(s)) for s in seqs], device=device)
+    attention = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in seqs], device=device)
     logits = model(input_ids=ids, attention_mask=attention).logits.float()
-    loss = torch.zeros(())
+    loss = torch.zeros((), device=device)
     for row, t in enumerate(targets):
         start = len(prompt_ids) - 1
         logp = torch.log_softmax(logits[row, start : start + len(t.tokens)], -1)
-        picked = logp.gather(-1, torch.tensor(t.tokens)[:, None]).squeeze(-1)
+        picked = logp.gather(-1, torch.tensor(t.tokens, device=device)[:, None]).squeeze(-1)
         loss = loss - advantages[row] * picked.mean() / len(targets)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -138,7 +138,7 @@ def one_variant(args: argparse.Namespace) -> dict:
     """Run one variant in this process: build, warm up, time one update."""
     torch.set_num_threads(args.threads)
     backend = TransformersBackend(args.model, seed=0)
-    config = GRPOConfig(lora_rank=args.rank, lora_alpha=2 * args.rank)
+    config = GRPOConfig(lora_rank=args.rank, lora_alpha=2 * args.rank, steps=1)  # one AdamW step, as bare
     torch.manual_seed(0)
     backend.add_adapter("bench", lora_config(config))
     model, optimizer = backend.model, make_optimizer(backend.model, "bench", config)
@@ -157,6 +157,8 @@ def one_variant(args: argparse.Namespace) -> dict:
         with Peak() as peak:
             start = time.perf_counter()
             run()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()  # kernels are queued: the clock stops when they are done
             seconds = time.perf_counter() - start
     return {
         "variant": args.variant, "seconds": round(seconds, 2), "peak_gib": round(peak.gib, 3),
@@ -183,7 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     results = {}
     for variant in ("grpo", "bare"):
         cmd = [sys.executable, __file__, *(argv if argv is not None else sys.argv[1:]), "--variant", variant]
-        out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode:
+            sys.exit(f"the {variant} variant failed:\n{done.stderr[-3000:]}")
+        out = done.stdout
         results[variant] = json.loads(out.strip().splitlines()[-1])
         print(json.dumps(results[variant]))
     g, b = results["grpo"], results["bare"]
