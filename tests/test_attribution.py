@@ -376,3 +376,35 @@ def test_the_critic_cannot_relabel_the_cause_the_evidence_backs():
         Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("method", "local")
     )
     assert decision.index == 2 and decision.cause.category == "method" and decision.action == "refine_local"
+
+
+def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
+    """A numbers-only edit that hurt or blew up is refined on the same knobs; one that switched a term on
+    from zero is the idea itself (left to the critic); an edit that changed the code and blew up without
+    moving any number is suspected in the code first."""
+    from arts.search.investigation.signals import measure
+    from arts.search.state import Node, SearchState
+
+    seed = "LR = 0.05\nREG = 0.0\n\n\ndef fit(b, g):\n    b -= LR * g  # descend\n    return b - REG * b\n"
+    programs = {
+        2: seed.replace("LR = 0.05", "LR = 0.01").replace("# descend", "# slower"),  # a step, hurt
+        3: seed.replace("REG = 0.0", "REG = 0.5"),  # a new term switched on
+        4: seed.replace("b -= LR", "b += LR"),  # code, blew up
+        5: seed.replace("LR = 0.05", "LR = 0.5"),  # a step, blew up
+        6: seed.replace("LR = 0.05", "LR = 0.1").replace("b -= LR", "b += LR"),  # a step and code, blew up
+    }
+    nodes = {1: Node(id=1, status="seed", score=-0.37, raw_score=0.37, files={"solution.py": seed})}
+    for i, text in programs.items():
+        blew = i >= 4
+        nodes[i] = Node(id=i, parent=1, status="invalid" if blew else "valid", score=None if blew else -0.5,
+                        raw_score=None if blew else 0.5, reason="the result is not finite (nan)" if blew else "",
+                        files={"solution.py": text})  # fmt: skip
+    state = SearchState(nodes=nodes)
+    sig = {i: measure(state, nodes[i], tmp_path / str(i)) for i in programs}
+    assert sig[2].edit == "numbers" and sig[2].steps == (("LR", 0.05, 0.01),)
+    assert "the edit changed only numbers: LR 0.05 -> 0.01" in sig[2].lines()
+    assert sig[2].evidence() == ("method", "local")
+    assert sig[3].steps == (("REG", 0.0, 0.5),) and sig[3].evidence() == (None, "")
+    assert sig[4].edit == "code" and sig[4].evidence() == ("implementation", "")
+    assert sig[5].evidence() == ("method", "local")
+    assert sig[6].edit == "code" and sig[6].evidence() == ("implementation", "")

@@ -7,9 +7,13 @@ or an invalid result that hit no limit (the code broke its contract), a result t
 number or a training curve that blew up, or still fell where its parent's had not (the method, one step
 too far or too short), a regression too small to matter, and a program that
 computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
-known to be exact (the measurement). These `Signals` are shown to the causes and the critic as lines of
-the report, and where one is decisive it weighs in the ranking and the depth (`attribution.attribute`).
-Everything else (a sound program that is simply worse, a missing component) is left to the critic.
+known to be exact (the measurement). The diff says which of two kinds an edit was: one that changed only
+numbers (a step along knobs: when it made things worse, or blew up, the step is refined on the same
+knobs, SAGE's local refinement) or one that changed the code (when that blew up while changing no step,
+the code is suspected first). A number switched on from zero is a new term, the idea itself: no step.
+These `Signals` are shown to the causes and the critic as lines of the report, and where one is
+decisive it weighs in the ranking and the depth (`attribution.attribute`). Everything else (a sound
+program that is simply worse, a missing component) is left to the critic.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ class Signals(NamedTuple):
     """The evaluator is known to be deterministic."""
     same_program: bool = False
     """The program computes what its parent's does: the same syntax tree up to names and comments."""
+    edit: str = ""
+    """"numbers" when the edit changed only numeric constants (names and comments aside), "code" when it
+    changed more, "" when no Python file changed or one does not parse."""
+    steps: tuple[tuple[str, float, float], ...] = ()
+    """For a numbers-only edit: each changed constant as (the name it is assigned to, or "", old, new)."""
 
     def lines(self) -> list[str]:
         out = [f"the program failed: {self.exception}"] if self.exception else []
@@ -67,6 +76,11 @@ class Signals(NamedTuple):
         out += (
             ["it computes what its parent does (only names or comments changed)"] if self.same_program else []
         )
+        if self.edit == "numbers":
+            moved = ", ".join(f"{name or 'a number'} {a:g} -> {b:g}" for name, a, b in self.steps[:4])
+            out.append(f"the edit changed only numbers: {moved}")
+        elif self.edit == "code":
+            out.append("the edit changed the code, not only numbers")
         out.append(
             "the evaluator is deterministic: measuring again gives the same score"
             if self.exact
@@ -84,9 +98,19 @@ class Signals(NamedTuple):
         if self.same_program and not self.exact:
             return "design", ""
         newly_falling = self.curve == "still falling" and self.parent_curve != "still falling"
-        if self.nonfinite or self.limit or self.curve == "blew up" or newly_falling:
+        blew_up = self.nonfinite or self.curve == "blew up"
+        if blew_up and self.edit == "code" and not self.steps_taken:
+            return "implementation", ""  # no step it took explains a divergence: the code first
+        if blew_up or self.limit or newly_falling:
             return "method", "local"
+        if self.drop is not None and self.steps_taken:
+            return "method", "local"  # a step along knobs that hurt: a smaller one, or a companion change
         return None, ""
+
+    @property
+    def steps_taken(self) -> bool:
+        """A numbers-only edit that moved at least one number that was not zero (a step, not a new term)."""
+        return self.edit == "numbers" and any(a != 0 for _, a, _ in self.steps)
 
 
 def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool = False) -> Signals:
@@ -115,7 +139,8 @@ def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool 
     ):
         drop = (parent.score - node.score) / max(abs(parent.score), 1e-12)
     same = parent is not None and _same_program(parent.files, node.files)
-    return Signals(exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same)
+    edit, steps = _edit(parent.files, node.files) if parent is not None else ("", ())
+    return Signals(exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same, edit, steps)
 
 
 def failure_report(state: SearchState, node: Node, node_dir: Path, sig: Signals) -> str:
@@ -164,9 +189,52 @@ def _same_program(before: dict[str, str], after: dict[str, str]) -> bool:
     return True
 
 
-def _shape(tree: ast.AST) -> str:
-    """The tree with local names numbered by first appearance (module-level and called names kept)."""
+def _edit(before: dict[str, str], after: dict[str, str]) -> tuple[str, tuple[tuple[str, float, float], ...]]:
+    """What kind of edit turned `before` into `after` (see `Signals.edit`) and, for numbers only, its steps."""
+    if set(before) != set(after):
+        return "code", ()
+    steps: list[tuple[str, float, float]] = []
+    for path, text in after.items():
+        if text == before[path]:
+            continue
+        if not path.endswith(".py"):
+            return "code", ()
+        try:
+            old, new = ast.parse(before[path]), ast.parse(text)
+        except (SyntaxError, ValueError):
+            return "", ()
+        pairs = [(a, b) for a, b in zip(_numbers(old), _numbers(new)) if a[1] != b[1]]
+        if _shape(old, numbers=True) != _shape(new, numbers=True):
+            return "code", ()
+        steps += [(name, float(a), float(b)) for (name, a), (_, b) in pairs]
+    return ("numbers", tuple(steps)) if steps else ("", ())
+
+
+def _numbers(tree: ast.AST) -> list[tuple[str, float]]:
+    """Each numeric constant in walk order, with the name a plain `NAME = number` assigns it to."""
+    named = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            value = node.value.operand if isinstance(node.value, ast.UnaryOp) else node.value
+            named[id(value)] = node.targets[0].id
+    return [(named.get(id(n), ""), n.value) for n in ast.walk(tree) if _is_number(n)]
+
+
+def _is_number(node: ast.AST) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, int | float)
+        and not isinstance(node.value, bool)
+    )
+
+
+def _shape(tree: ast.AST, numbers: bool = False) -> str:
+    """The tree with local names numbered by first appearance (module-level and called names kept); with
+    `numbers`, every numeric constant reads 0. Changes `tree`."""
     names: dict[str, str] = {}
+    for node in ast.walk(tree) if numbers else ():
+        if _is_number(node):
+            node.value = 0
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) and not node.id.isupper():
             names.setdefault(node.id, f"v{len(names)}")
