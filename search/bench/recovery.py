@@ -68,6 +68,9 @@ class Scenario(BaseModel):
     """[old, new] replacements in the seed's solution.py, each old text found exactly once."""
     jitter: float = Field(0.0, ge=0.0)
     """Relative noise of the task's measurement (the evaluator's JITTER); 0: exact."""
+    held_out: bool = False
+    """Written after the harness's signals (`search.investigation.signals`) were, without running them on
+    it first: its routing measures those rules out of sample."""
 
     @model_validator(mode="after")
     def _task_exists(self) -> Scenario:
