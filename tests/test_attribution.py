@@ -408,3 +408,19 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     assert sig[4].edit == "code" and sig[4].evidence() == ("implementation", "")
     assert sig[5].evidence() == ("method", "local")
     assert sig[6].edit == "code" and sig[6].evidence() == ("implementation", "")
+
+
+def test_a_decisive_signal_routes_when_no_usable_cause_came_back():
+    """The analyst's cause list came back cut off: a decisive signal still routes (its own cause, the one
+    the report's signals name first); without one nothing is decided."""
+    report = "report\nsignals:\n- a negligible regression (0.02% of the parent's score)\n- the evaluator ..."
+    backend = Scripted({"causes": {"causes": []}, "critic": CRITIC, "judge": JUDGE})
+    analyst = Analyst(backend, AnalysisConfig())
+    accepted = attribute(analyst, report, CFG, seed=1, evidence=(None, "accept"))
+    assert accepted.action == "accept" and accepted.cause.evidence.startswith("a negligible regression")
+    assert "causes" in accepted.errors and accepted.causes == [accepted.cause]
+    assert attribute(analyst, report, CFG, seed=1, evidence=("implementation", "")).action == "repair"
+    assert attribute(analyst, report, CFG, seed=1, evidence=("method", "local")).action == "refine_local"
+    assert attribute(analyst, report, CFG, seed=1, evidence=(None, "")) is None
+    plain = CFG.model_copy(update={"critic": False})  # the no-critic ablation routes on the model alone
+    assert attribute(analyst, report, plain, seed=1, evidence=("implementation", "")) is None

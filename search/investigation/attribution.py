@@ -271,6 +271,34 @@ def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig,
     )
 
 
+SIGNAL_FIXES: dict[Category, str] = {
+    "implementation": "fix the code where the error points",
+    "design": "measure it again before judging the idea",
+    "method": "the same change with a smaller step",
+}
+
+
+def measured_only(
+    report: str, blamed: Category | None, depth: str, errors: dict[str, str]
+) -> Decision | None:
+    """The route of a decisive harness signal when the analyst wrote no usable cause (a 135M model's cause
+    list can be cut off or malformed): the signal's own cause, routed as one the critic backed. None
+    when no signal decides (nothing measured says what failed)."""
+    if blamed is None and depth != "accept":
+        return None
+    lines = report.rpartition("signals:\n")[2].splitlines()
+    seen = next((ln.lstrip("- ")[:120] for ln in lines if ln.strip()), "the harness's measurement")
+    category = blamed or "method"
+    cause = Cause(cause="what the harness measured about this experiment", evidence=seen.ljust(4),
+                  category=category, severity="minor", fix=SIGNAL_FIXES[category])  # fmt: skip
+    routed = (
+        "accept" if depth == "accept" else "refine_local" if depth == "local" else ROUTES[(category, "minor")]
+    )
+    errors = {**errors, "causes": errors.get("causes", "no usable cause came back: routed on the signal")}
+    return Decision(action=routed, routed=routed, clamped=False, cause=cause, index=0, score=1.0,
+                    causes=[cause], errors=errors)  # fmt: skip
+
+
 def distinct(text: str, archived: list[str], threshold: float) -> bool:
     """Whether `text` differs from every archived hypothesis: its similarity by meaning (`meaning`; word
     overlap without the model) is below `threshold` with each."""
@@ -321,15 +349,15 @@ def attribute(
             error("judge")
         return judgement
 
+    blamed, depth = evidence if cfg.critic else (None, "")
     if together is None:  # one after another: no judge when no cause came back
         causes, critiques = diagnose()
         if not causes:
-            return None
+            return measured_only(report, blamed, depth, errors)
         judgement = judge()
     else:
         (causes, critiques), judgement = together([diagnose, judge])
         if not causes:
-            return None
-    blamed, depth = evidence if cfg.critic else (None, "")
+            return measured_only(report, blamed, depth, errors)
     decision = route(rank(causes, critiques, blamed)[0], judgement, cfg, depth)
     return decision.model_copy(update={"causes": causes, "critiques": critiques, "errors": errors})
