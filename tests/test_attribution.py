@@ -339,6 +339,8 @@ def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
     noisy = measure(state, nodes[5], tmp_path / "5")
     assert noisy.same_program and noisy.evidence() == ("design", "")
     assert measure(state, nodes[5], tmp_path / "5", deterministic=True).evidence() == (None, "")
+    renamed_tiny = nodes[5].model_copy(update={"score": -0.37075, "raw_score": 0.37075})
+    assert measure(state, renamed_tiny, tmp_path / "5").evidence() == ("design", "")  # the noise, not a result
     assert failure_report(state, nodes[4], tmp_path / "4", slow).endswith(
         "a score may move when measured again"
     )

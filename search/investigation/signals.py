@@ -91,12 +91,12 @@ class Signals(NamedTuple):
     def evidence(self) -> tuple[Category | None, str]:
         """(The category the decisive signal blames, or None for any; the depth it calls for: "accept",
         "local" or "" when it leaves the depth to the critic)."""
+        if self.same_program and not self.exact:  # nothing computed changed: any drop is the measurement's
+            return "design", ""
         if self.drop is not None and self.drop < NEGLIGIBLE:
             return None, "accept"
         if self.exception:
             return "implementation", ""
-        if self.same_program and not self.exact:
-            return "design", ""
         newly_falling = self.curve == "still falling" and self.parent_curve != "still falling"
         blew_up = self.nonfinite or self.curve == "blew up"
         if blew_up and self.edit == "code" and not self.steps_taken:
