@@ -340,7 +340,10 @@ def test_the_harness_signals_what_it_measured_about_a_failure(tmp_path):
     assert noisy.same_program and noisy.evidence() == ("design", "")
     assert measure(state, nodes[5], tmp_path / "5", deterministic=True).evidence() == (None, "")
     renamed_tiny = nodes[5].model_copy(update={"score": -0.37075, "raw_score": 0.37075})
-    assert measure(state, renamed_tiny, tmp_path / "5").evidence() == ("design", "")  # the noise, not a result
+    assert measure(state, renamed_tiny, tmp_path / "5").evidence() == (
+        "design",
+        "",
+    )  # the noise, not a result
     assert failure_report(state, nodes[4], tmp_path / "4", slow).endswith(
         "a score may move when measured again"
     )
@@ -410,6 +413,15 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     assert sig[4].edit == "code" and sig[4].evidence() == ("implementation", "")
     assert sig[5].evidence() == ("method", "local")
     assert sig[6].edit == "code" and sig[6].evidence() == ("implementation", "")
+    climbing = "".join(f'{{"step": {i}, "train_loss": {2 + i * i}}}\n' for i in range(5))  # 2 -> 18: < 10x
+    valid = {i: nodes[i].model_copy(update={"status": "valid", "score": -18.0, "raw_score": 18.0, "reason": ""})
+             for i in (4, 5)}  # fmt: skip
+    for i in valid:
+        (tmp_path / str(i)).mkdir()
+        (tmp_path / str(i) / "curves.jsonl").write_text(climbing)
+    code, step = (measure(state, valid[i], tmp_path / str(i)) for i in (4, 5))
+    assert code.curve == "climbed" and "rose above where it started" in " ".join(code.lines())
+    assert code.evidence() == ("implementation", "") and step.evidence() == ("method", "local")
 
 
 def test_a_decisive_signal_routes_when_no_usable_cause_came_back():

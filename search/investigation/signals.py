@@ -4,9 +4,9 @@ A 135M analyst and critic read a failure report and, measured on the recovery be
 (`search/bench/recovery.py`), routed a failure of known cause no better than chance (0.17-0.26 of 12
 scenarios x 2 seeds, with six routes). Some causes the harness can see without a model: an exception
 or an invalid result that hit no limit (the code broke its contract), a result that is not a finite
-number or a training curve that blew up, or still fell where its parent's had not (the method, one step
-too far or too short), a regression too small to matter, and a program that
-computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
+number or a training curve that blew up or climbed above where it started, or still fell where its
+parent's had not (the method, one step too far or too short), a regression too small to matter, and a
+program that computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
 known to be exact (the measurement). The diff says which of two kinds an edit was: one that changed only
 numbers (a step along knobs: when it made things worse, or blew up, the step is refined on the same
 knobs, SAGE's local refinement) or one that changed the code (when that blew up while changing no step,
@@ -44,7 +44,8 @@ class Signals(NamedTuple):
     """"time" or "memory" when the run hit that limit."""
     nonfinite: bool = False
     curve: str = ""
-    """The training curve's last move: "blew up", "still falling", "rose", "flat", or "" without one."""
+    """The training curve's last move: "blew up", "climbed" (rising, and above where it started), "still
+    falling", "rose", "flat", or "" without one."""
     parent_curve: str = ""
     """The parent's, the same way: a curve still falling is news only where the parent's was not."""
     drop: float | None = None
@@ -63,7 +64,8 @@ class Signals(NamedTuple):
         out = [f"the program failed: {self.exception}"] if self.exception else []
         out += [f"it ran past its {self.limit} limit"] if self.limit else []
         out += ["its result was not a finite number (diverged)"] if self.nonfinite else []
-        curve = {"still falling": "was still falling at the end (under-trained?)", "blew up": "blew up"}
+        curve = {"still falling": "was still falling at the end (under-trained?)", "blew up": "blew up",
+                 "climbed": "rose above where it started (training made it worse)"}  # fmt: skip
         out += (
             [f"its training curve {curve.get(self.curve, self.curve + ' at the end')}"] if self.curve else []
         )
@@ -98,7 +100,7 @@ class Signals(NamedTuple):
         if self.exception:
             return "implementation", ""
         newly_falling = self.curve == "still falling" and self.parent_curve != "still falling"
-        blew_up = self.nonfinite or self.curve == "blew up"
+        blew_up = self.nonfinite or self.curve in ("blew up", "climbed")
         if blew_up and self.edit == "code" and not self.steps_taken:
             return "implementation", ""  # no step it took explains a divergence: the code first
         if blew_up or self.limit or newly_falling:
@@ -149,13 +151,16 @@ def failure_report(state: SearchState, node: Node, node_dir: Path, sig: Signals)
 
 
 def _shape_of(values: list[float]) -> str:
-    """A curve's last move: "blew up", "still falling", "rose", "flat"; "" for fewer than three points."""
+    """A curve's last move: "blew up", "climbed" (rising to above its first value: training made it
+    worse), "still falling", "rose", "flat"; "" for fewer than three points."""
     if len(values) < 3:
         return ""
     a, b, c = values[-3:]
     if not all(map(math.isfinite, (a, b, c))) or c > 10 * max(abs(values[0]), 1e-12):
         return "blew up"
-    return "still falling" if c < b < a else "rose" if c > b > a else "flat"
+    if c > b > a:
+        return "climbed" if c > values[0] else "rose"
+    return "still falling" if c < b < a else "flat"
 
 
 def _curve(node_dir: Path) -> list[float]:
