@@ -397,10 +397,11 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
         4: seed.replace("b -= LR", "b += LR"),  # code, blew up
         5: seed.replace("LR = 0.05", "LR = 0.5"),  # a step, blew up
         6: seed.replace("LR = 0.05", "LR = 0.1").replace("b -= LR", "b += LR"),  # a step and code, blew up
+        7: seed.replace("LR = 0.05", "LR = 0.04"),  # a small step, hurt: its direction is the question
     }
     nodes = {1: Node(id=1, status="seed", score=-0.37, raw_score=0.37, files={"solution.py": seed})}
     for i, text in programs.items():
-        blew = i >= 4
+        blew = i in (4, 5, 6)
         nodes[i] = Node(id=i, parent=1, status="invalid" if blew else "valid", score=None if blew else -0.5,
                         raw_score=None if blew else 0.5, reason="the result is not finite (nan)" if blew else "",
                         files={"solution.py": text})  # fmt: skip
@@ -413,6 +414,7 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     assert sig[4].edit == "code" and sig[4].evidence() == ("implementation", "")
     assert sig[5].evidence() == ("method", "local")
     assert sig[6].edit == "code" and sig[6].evidence() == ("implementation", "")
+    assert sig[7].steps == (("LR", 0.05, 0.04),) and sig[7].evidence() == (None, "")
     climbing = "".join(f'{{"step": {i}, "train_loss": {2 + i * i}}}\n' for i in range(5))  # 2 -> 18: < 10x
     valid = {i: nodes[i].model_copy(update={"status": "valid", "score": -18.0, "raw_score": 18.0, "reason": ""})
              for i in (4, 5)}  # fmt: skip

@@ -8,9 +8,10 @@ number or a training curve that blew up or climbed above where it started, or st
 parent's had not (the method, one step too far or too short), a regression too small to matter, and a
 program that computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
 known to be exact (the measurement). The diff says which of two kinds an edit was: one that changed only
-numbers (a step along knobs: when it made things worse, or blew up, the step is refined on the same
-knobs, SAGE's local refinement) or one that changed the code (when that blew up while changing no step,
-the code is suspected first). A number switched on from zero is a new term, the idea itself: no step.
+numbers (a step along knobs: when a large one, x4 or more, made things worse, or any blew up, the step
+is refined on the same knobs, SAGE's local refinement) or one that changed the code (when that blew up
+while changing no step, the code is suspected first). A number switched on from zero is a new term, the
+idea itself, and a small step that hurt asks about its direction, not its size: neither is decided here.
 These `Signals` are shown to the causes and the critic as lines of the report, and where one is
 decisive it weighs in the ranking and the depth (`attribution.attribute`). Everything else (a sound
 program that is simply worse, a missing component) is left to the critic.
@@ -31,6 +32,8 @@ from arts.tasks.workcopy import read_text
 
 NEGLIGIBLE = 1e-3
 """A regression smaller than this share of the parent's score is too small to act on."""
+BIG_STEP = 4.0
+"""A numbers-only edit that moved a number by this factor or more and hurt is refined with a smaller step."""
 CURVE_KEYS = ("train_loss", "loss", "val_loss")
 """The first of these fields of a node's curves.jsonl is its training curve."""
 
@@ -111,8 +114,12 @@ class Signals(NamedTuple):
 
     @property
     def steps_taken(self) -> bool:
-        """A numbers-only edit that moved at least one number that was not zero (a step, not a new term)."""
-        return self.edit == "numbers" and any(a != 0 for _, a, _ in self.steps)
+        """A numbers-only edit that moved a number that was not zero by a factor of `BIG_STEP` or more (a
+        step that may have gone too far; not a new term switched on, nor a nudge whose direction, not its
+        size, is the question)."""
+        return self.edit == "numbers" and any(
+            a != 0 and b != 0 and max(abs(b / a), abs(a / b)) >= BIG_STEP for _, a, b in self.steps
+        )
 
 
 def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool = False) -> Signals:
