@@ -6,8 +6,8 @@ scenarios x 2 seeds, with six routes). Some causes the harness can see without a
 or an invalid result that hit no limit (the code broke its contract), a result that is not a finite
 number or a training curve that blew up or climbed above where it started, or still fell where its
 parent's had not (the method, one step too far or too short), a regression too small to matter, and a
-program that computes what its parent does (up to names and comments) yet scored lower on an evaluator that is not
-known to be exact (the measurement). The diff says which of two kinds an edit was: one that changed only
+program that computes what its parent does (up to names and comments) yet scored lower on an evaluator
+that is not known to be exact (the measurement). The diff says which of two kinds an edit was: one that changed only
 numbers (a step along knobs: when a large one, x4 or more, made things worse, or any blew up, the step
 is refined on the same knobs, SAGE's local refinement) or one that changed the code (when that blew up
 while changing no step, the code is suspected first). A number switched on from zero is a new term, the
@@ -59,7 +59,8 @@ class Signals(NamedTuple):
     """The program computes what its parent's does: the same syntax tree up to names and comments."""
     edit: str = ""
     """"numbers" when the edit changed only numeric constants (names and comments aside), "code" when it
-    changed more, "" when no Python file changed or one does not parse."""
+    changed more, "same" when only names or comments (`same_program`), "" when nothing changed or a
+    Python file does not parse."""
     steps: tuple[tuple[str, float, float], ...] = ()
     """For a numbers-only edit: each changed constant as (the name it is assigned to, or "", old, new)."""
 
@@ -147,8 +148,8 @@ def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool 
         and node.score < parent.score
     ):
         drop = (parent.score - node.score) / max(abs(parent.score), 1e-12)
-    same = parent is not None and _same_program(parent.files, node.files)
     edit, steps = _edit(parent.files, node.files) if parent is not None else ("", ())
+    same = edit == "same"
     return Signals(exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same, edit, steps)
 
 
@@ -183,26 +184,12 @@ def _curve(node_dir: Path) -> list[float]:
     return values
 
 
-def _same_program(before: dict[str, str], after: dict[str, str]) -> bool:
-    """Whether every Python file parses to the same tree up to the names it binds and its comments (a
-    renamed variable, a new comment); other files must be equal. False when nothing differs at all."""
-    if before == after or set(before) != set(after):
-        return False
-    for path, text in after.items():
-        if text == before[path]:
-            continue
-        if not path.endswith(".py"):
-            return False
-        try:
-            if _shape(ast.parse(before[path])) != _shape(ast.parse(text)):
-                return False
-        except (SyntaxError, ValueError):
-            return False
-    return True
-
-
 def _edit(before: dict[str, str], after: dict[str, str]) -> tuple[str, tuple[tuple[str, float, float], ...]]:
-    """What kind of edit turned `before` into `after` (see `Signals.edit`) and, for numbers only, its steps."""
+    """What kind of edit turned `before` into `after` (see `Signals.edit`) and, for numbers only, its steps.
+    Every changed Python file is parsed once; "same" when each parses to the same tree up to the names it
+    binds and its comments (a renamed variable, a new comment) and other files are equal."""
+    if before == after:
+        return "", ()
     if set(before) != set(after):
         return "code", ()
     steps: list[tuple[str, float, float]] = []
@@ -219,7 +206,7 @@ def _edit(before: dict[str, str], after: dict[str, str]) -> tuple[str, tuple[tup
         if _shape(old, numbers=True) != _shape(new, numbers=True):
             return "code", ()
         steps += [(name, float(a), float(b)) for (name, a), (_, b) in pairs]
-    return ("numbers", tuple(steps)) if steps else ("", ())
+    return ("numbers", tuple(steps)) if steps else ("same", ())
 
 
 def _numbers(tree: ast.AST) -> list[tuple[str, float]]:
