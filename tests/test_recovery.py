@@ -94,3 +94,14 @@ def test_the_script_lists_the_scenarios():
 def test_with_no_evaluations_a_run_measures_the_route_only(tmp_path, rules):
     row = run_scenario(load_scenarios(names=["sm-length"])[0], "arts", 0, 0, tmp_path)
     assert row["route"] != "none" and row["recovered"] == "" and row["evals"] == 0
+
+
+def test_the_summary_splits_the_held_out_scenarios_from_the_rest():
+    rows = [
+        {"scenario": name, "level": "repair", "method": "arts", "seed": k, "failed": "True",
+         "route": "repair" if right else "pivot", "right": str(right), "recovered": ""}
+        for name, right in (("ho-lf-bug-grad", False), ("lf-bug-name", True)) for k in range(2)
+    ]  # fmt: skip
+    text = "\n".join(summary(rows))
+    assert "on the held-out scenarios: arts 0.000 [0.000, 0.000]" in text
+    assert "on the other scenarios: arts 1.000 [1.000, 1.000]" in text

@@ -246,6 +246,13 @@ def summary(rows: list[dict[str, Any]], methods: list[str] | None = None) -> lis
                 rec = mean_difference_ci(_runs(rows, "arts", "recovered"), _runs(rows, m, "recovered"))
                 acc = mean_difference_ci(_runs(rows, "arts", "right"), _runs(rows, m, "right"))
                 lines.append(f"| arts − {m} | {rec.fmt()} | {acc.fmt()} |")
+    held = {s.name for s in load_scenarios() if s.held_out}
+    for part, keep in (("the held-out", True), ("the other", False)):
+        some = [r for r in rows if (r["scenario"] in held) == keep]
+        if held and some and len(some) < len(rows):
+            figures = ", ".join(f"{m} {mean_ci(_runs(some, m, 'right')).fmt()}" for m in methods
+                                if any(r["method"] == m for r in some))  # fmt: skip
+            lines += ["", f"Routing accuracy on {part} scenarios: {figures}."]
     levels = {}
     for r in rows:
         if r["method"] == "arts":
