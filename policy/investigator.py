@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -61,6 +61,9 @@ class InvestigatorConfig(BaseModel):
     default over 4 investigations each: free patterns ('1.json', 'date:20, time:7, ...') matched nothing
     in 4 of 4 (hypothesis words: 4 of 4 matched); free reads started at lines 20 and 10000 of a 5-line
     file; free notes were 'neutral', 'dedupe', '0.0.0.0%% 16:00:...'. Off, free text (larger models)."""
+    overview_first: bool = True
+    """Where the tools can compare a folder's tables (`Tools.compare`), the first step is a comparison: the
+    one look that orders a case's series by when they changed. Off, the model picks its first action."""
 
 
 class Finding(BaseModel):
@@ -102,6 +105,13 @@ class Tools:
     """read(path, start): about 20 numbered lines from line `start`."""
     grep: Callable[[str, str], str]
     """grep(pattern, path): the matching lines, numbered and capped."""
+    folders: list[str] = field(default_factory=list)
+    """Material folders whose tables `compare` may compare."""
+    compare: Callable[[str], str] | None = None
+    """compare(folder): which numeric series of the folder's CSV files left their range first
+    (`tasks.windows`)."""
+    words: list[str] = field(default_factory=list)
+    """Words a narrowed grep may use besides the hypothesis's: the entities of the case's answer menus."""
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -111,6 +121,19 @@ def _one_line(text: str, limit: int) -> str:
 def _dump(answer: dict | None) -> str:
     """Compact JSON as the grammar writes it (", " and ": "), so the model can copy it token for token."""
     return "none yet" if answer is None else json.dumps(answer, separators=(", ", ": "), ensure_ascii=False)
+
+
+def named_first(files: list[str], output: str) -> list[str]:
+    """`files` with those the output names (by file name without its extension) first, in the order it
+    first names them: after a comparison ranks `payments.csv` first, `logs/payments.txt` leads the menu."""
+    text = output.lower()
+
+    def first(path: str) -> int:
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0].lower()
+        at = text.find(stem) if len(stem) >= 2 else -1
+        return at if at >= 0 else len(text) + 1
+
+    return sorted(files, key=first)  # stable: files named nowhere keep their order
 
 
 class Investigator:
@@ -169,17 +192,21 @@ class Investigator:
         self,
         hypothesis: str,
         answer: dict | None,
-        answer_model: type[BaseModel],
+        answer_model: type[BaseModel] | Callable[[list[Finding]], type[BaseModel]],
         tools: Tools,
         task_summary: str = "",
         seed: int | None = None,
+        steps: int | None = None,
     ) -> InvestigationResult:
-        """`max_steps` actions, then one answer call. Never raises for what the model or a tool returns."""
+        """`max_steps` actions, then one answer call. Never raises for what the model or a tool returns.
+        `answer_model` may be a function of the findings (a menu narrowed to what the notes name);
+        `steps` (default `max_steps`) may be 0: the answer is then written without looking."""
         cfg, out = self.config, InvestigationResult(answer=answer)
         last: tuple[str, str] | None = None
         region = "material"
-        for step in range(cfg.max_steps):
-            ops, schema = self._offer(step, hypothesis, tools.files, last, out.findings)
+        for step in range(cfg.max_steps if steps is None else steps):
+            compared = any(e.get("op") == "compare" for e in out.transcript)
+            ops, schema = self._offer(step, hypothesis, tools, last, out.findings, compared)
             messages = self.prompt(hypothesis, tools.files, last, out.findings, list(ops), task_summary)
             step_seed = None if seed is None else seed + step
             comp = ask(
@@ -204,8 +231,10 @@ class Investigator:
                 out.findings.append(Finding(text=action.observation, region=region, relation=action.relation))
                 continue
             label, output = self._use(tools, action)
-            last, region = (label, output), action.file
+            last, region = (label, output), getattr(action, "file", None) or action.folder
             entry["output"] = clip(output, cfg.output_chars)
+        if not isinstance(answer_model, type):
+            answer_model = answer_model(out.findings)
         self._answer(hypothesis, answer_model, task_summary, seed, out)
         return out
 
@@ -213,32 +242,41 @@ class Investigator:
         self,
         step: int,
         hypothesis: str,
-        files: list[str],
+        tools: Tools,
         last: tuple[str, str] | None,
         findings: list[Finding],
+        compared: bool = False,
     ) -> tuple[tuple[str, ...], type[BaseModel]]:
         """The actions offered at a step, and their schema. A note needs something looked at: the 135M
         default, offered every action at the first step, noted ungrounded guesses ("30,8", "usage")."""
-        cfg = self.config
-        ops: tuple[str, ...] = ("read", "grep", "note")
-        if not files:
+        cfg, files = self.config, tools.files
+        folders = tools.folders if tools.compare is not None else []
+        looks = ("read", "grep", *(("compare",) if folders else ()))
+        ops: tuple[str, ...] = (*looks, "note")
+        if not files and not folders:
             ops = ("note",)
         elif last is None:
-            ops = ("read", "grep")
+            ops = ("compare",) if folders and cfg.overview_first and step == 0 else looks
+        if compared:  # one comparison per investigation: a second shows the same lines
+            folders, ops = [], tuple(op for op in ops if op != "compare") or ("note",)
         elif cfg.note_last and step == cfg.max_steps - 1 and not findings:
             ops = ("note",)
         if not cfg.narrow:
-            return ops, step_schema(files, ops)
+            return ops, step_schema(files, ops, folders=folders)
         narrowed = choices(hypothesis, clip(last[1].strip(), cfg.output_chars) if last else None)
+        narrowed["words"] = list(dict.fromkeys([*tools.words, *narrowed["words"]]))[:24]
+        files = named_first(files, last[1]) if last else files
         noted = {f.text for f in findings}  # a line noted once is not offered again
         narrowed["quotes"] = [q for q in narrowed["quotes"] if q not in noted]
         if not narrowed["quotes"] and len(ops) > 1:
             ops = tuple(op for op in ops if op != "note")
-        return ops, step_schema(files, ops, **narrowed)
+        return ops, step_schema(files, ops, folders=folders, **narrowed)
 
     def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str]:
-        """Run a read or grep; a tool that raises is shown back as its error (the loop goes on)."""
-        if action.op == "read":
+        """Run a read, grep or compare; a tool that raises is shown back as its error (the loop goes on)."""
+        if action.op == "compare":
+            label, call = f"compare {action.folder}", (tools.compare, action.folder)
+        elif action.op == "read":
             label, call = (
                 f"read {action.file} from line {action.start}",
                 (tools.read, action.file, action.start),

@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 OP_HELP = {
     "read": "read: show about 20 lines of a file from line `start` (1 is the top)",
     "grep": "grep: show the lines of a file that contain `pattern`, a word of the hypothesis",
+    "compare": "compare: show which numeric series of a folder's tables left their usual range first, and "
+    "whether they came back",
     "note": "note: record an observation (a line of the output above) and whether it supports, opposes or "
     "is neutral to the hypothesis",
 }
@@ -45,6 +47,13 @@ class GrepStep(_Step):
     file: str
 
 
+class CompareStep(_Step):
+    """Compare the numeric series of a folder's CSV files (`tasks.windows`)."""
+
+    op: Literal["compare"]
+    folder: str
+
+
 class NoteStep(_Step):
     """Record an observation and its relation to the hypothesis."""
 
@@ -59,9 +68,11 @@ def step_schema(
     words: list[str] | None = None,
     starts: list[int] | None = None,
     quotes: list[str] | None = None,
+    folders: list[str] | None = None,
 ) -> type[BaseModel]:
     """This call's action schema, `{"action": <one of ops>}`: `file` is a `Literal` of the material files
-    (read and grep are left out when there are none); a grep pattern, a read's start and a note's
+    (read and grep are left out when there are none), a compare's `folder` one of `folders` (left out when
+    there are none); a grep pattern, a read's start and a note's
     observation are `Literal`s of `words`, `starts` and `quotes` when given. A plain union (anyOf) tagged
     by `op`: xgrammar cannot represent pydantic's oneOf exactly (it falls back to anyOf with a warning),
     while validation still picks the branch by its `op` literal."""
@@ -74,6 +85,8 @@ def step_schema(
         if "grep" in ops:
             pattern = (_enum(words), ...) if words else (str, Field(min_length=1, max_length=40))
             branches.append(create_model("GrepAction", __base__=GrepStep, pattern=pattern, file=names))
+    if folders and "compare" in ops:
+        branches.append(create_model("CompareAction", __base__=CompareStep, folder=(_enum(folders), ...)))
     if "note" in ops or not branches:
         observation = (_enum(quotes), ...) if quotes else (str, Field(min_length=4, max_length=160))
         branches.append(create_model("NoteAction", __base__=NoteStep, observation=observation))
@@ -89,6 +102,7 @@ def choices(hypothesis: str, shown: str | None) -> dict[str, list]:
     """What a narrowed step may pick (see `InvestigatorConfig.narrow`), from the hypothesis and the last
     output as the prompt shows it (numbered `<n>: text` lines give the read starts)."""
     lines = [clip(line.strip(), 160) for line in (shown or "").splitlines() if line.strip()]
+    lines = [line for line in lines if not line.endswith(":")]  # a heading ("stays out ...:") says nothing
     numbers = sorted({int(m.group(1)) for line in lines if (m := re.match(r"(\d+):", line))})
     starts = sorted({1, *numbers, *([numbers[-1] + 1] if numbers else [])})[:20]
     return {"words": hypothesis_words(hypothesis), "starts": starts, "quotes": lines[:20]}

@@ -5,79 +5,140 @@ The search sees no score here. The investigator's tools act on a read-only copy 
 the sandbox (`tasks.readonly`); its findings become observations with evidence relations to the
 hypothesis it tested (`search.dual.after_node`), which are the quality signal; the node's only file is the
 deliverable, decoded under the task's answer schema so that it is always well formed. Only the hidden
-`[test]` command grades it, at the end of the run. Not done here: grading, or choosing what to investigate.
+`[test]` command grades it, at the end of the run.
+
+An answer with one entry per case folder (`policy.answer_parts`) is written a part at a time: each
+experiment takes one part (the one its hypothesis names, else the one investigated least), sees only that
+part's material and tables, and chooses from menus of what that material and its own notes name. It
+starts from the assembled answer: per part, the entry of the best-supported experiment on it (notes that
+support, less those that oppose; the newest of equals), which is also the run's final answer
+(`search.assembly`). Not done here: grading, or choosing what to investigate.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
+from collections import Counter
 from pathlib import Path
 
+from arts.policy import answer_parts
 from arts.policy.answer_schema import schema_model
 from arts.policy.investigator import Finding, Investigator, Tools
+from arts.search import assembly
+from arts.search.assembly import answer_file, current_answer, material_paths
 from arts.search.render import task_line
 from arts.search.state import Node
+from arts.tasks import windows
 from arts.tasks.base import Task
 from arts.tasks.readonly import grep_lines, read_lines
 
 MAX_FILES = 40
-"""Material files offered to the investigator (an enum in its grammar)."""
+"""Material files offered to one investigation (an enum in its grammar): a part's, or the first of all."""
 
 
-def answer_file(task: Task) -> str:
-    answer = task.config.answer
-    return answer.file if answer is not None else task.config.editable[0]
+def _texts(task: Task, paths: list[str]) -> dict[str, str]:
+    out = {}
+    for rel in paths:
+        try:
+            out[rel] = (task.root / rel).read_text(errors="replace")
+        except OSError:
+            continue
+    return out
 
 
-def material_paths(task: Task) -> list[str]:
-    root = task.root.resolve()
-    paths = [str(p.resolve().relative_to(root)) for p in task.material_files() if p.is_file()]
-    text = [p for p in sorted(paths) if not p.endswith((".npz", ".npy", ".pt", ".bin", ".gz", ".zip"))]
-    return text[:MAX_FILES]
+def _levels(texts: dict[str, str], limit: int = 3) -> list[str]:
+    """Words written in capitals (4+ letters) on three or more lines of the texts, rarest first: a log's
+    levels (ERROR before WARN before INFO), the grep patterns that split lines by what they report."""
+    counts = Counter(
+        w for t in texts.values() for line in t.splitlines() for w in set(re.findall(r"\b[A-Z]{4,}\b", line))
+    )
+    return [w for w, n in sorted(counts.items(), key=lambda kv: (kv[1], kv[0])) if n >= 3][:limit]
 
 
-def current_answer(files: dict[str, str], name: str) -> dict | None:
-    try:
-        value = json.loads(files.get(name) or "null")
-    except json.JSONDecodeError:
-        return None
-    return value if isinstance(value, dict) else None
+def _tables(paths: list[str]) -> list[str]:
+    """Folders holding two or more CSV files: what `compare` compares."""
+    folders = [p.rsplit("/", 1)[0] for p in paths if p.endswith(".csv") and "/" in p]
+    return sorted(f for f in set(folders) if folders.count(f) >= 2)
+
+
+def _compare(task: Task, allowed: list[str], folder: str) -> str:
+    csvs = [p for p in allowed if p.endswith(".csv") and p.rsplit("/", 1)[0] == folder]
+    return windows.compare({p.rsplit("/", 1)[1]: t for p, t in _texts(task, csvs).items()})
+
+
+def _noted(menu: dict, found: list[Finding], name: str) -> type:
+    """The part's answer model after the notes: menus narrowed to what the notes that do not oppose name,
+    free strings to the lines noted."""
+    kept = [f.text for f in found if f.relation != "oppose"]
+    schema = answer_parts.quoting(answer_parts.narrowed(menu, " ".join(kept)), [f.text for f in found])
+    return schema_model(schema, name=f"Answer_{name}")
 
 
 def investigate(
-    task: Task, investigator: Investigator, node: Node, parent: Node, workdir: Path, seed: int
+    task: Task,
+    investigator: Investigator,
+    node: Node,
+    parent: Node,
+    workdir: Path,
+    seed: int,
+    nodes: list[Node] | None = None,
+    looks: bool = True,
 ) -> tuple[Node, list[Finding]]:
-    """Run the investigator on `node.hypothesis` from the parent's answer; fill the node in and return it
-    with the findings (which the round turns into observations)."""
+    """Run the investigator on `node.hypothesis` from the parent's answer (the assembled answer of a part-wise
+    task, given the run's `nodes`); fill the node in and return it with the findings (which the round turns
+    into observations). Without `looks` it answers without a look at the material (an ablation)."""
     schema = task.answer_schema()
     if schema is None:
         node.status, node.reason = "invalid", "the task declares no [answer] schema; add one to task.toml"
         return node, []
-    name = answer_file(task)
-    case = workdir / "case"
+    name, nodes = answer_file(task), nodes or []
+    schema_file = task.config.answer.schema_path if task.config.answer else ""
+    material = [p for p in material_paths(task) if p != schema_file]  # the menus' source, not evidence
+    parts, summary = answer_parts.split(schema, material), task_line(task.statement)
+    start = current_answer(parent.files, name)
+    part = assembly.pick_part(parts, node.hypothesis, nodes) if parts else None
+    if part is not None:
+        start = assembly.assembled(nodes, parts, name) or start
+        for other in parts:  # a part not written yet holds the simplest entry its schema accepts
+            if answer_parts.get(start, other.path) is None:
+                start = answer_parts.put(start, other.path, answer_parts.minimal(other.schema))
+        files = [
+            p for p in material if p.startswith(part.folder) or not any(p.startswith(q.folder) for q in parts)
+        ]
+        texts = _texts(task, files)
+        seen = "\n".join(texts.values())
+        menu = answer_parts.narrowed(part.schema, seen, "\n".join(_texts(task, material).values()), True)
+        said = answer_parts.words(seen)
+        entities = [v for e in answer_parts.enums(menu) for v in e["enum"] if v.lower() in said]
+        words = [*_levels(texts), *dict.fromkeys(entities)]
+        model = lambda found: _noted(menu, found, part.name)  # noqa: E731
+        given, summary = answer_parts.get(start, part.path), f"Part {part.name} ({part.folder}). {summary}"
+    else:
+        files, words, model = material, [], schema_model(schema)
+        given = start
+    case, files = workdir / "case", files[:MAX_FILES]
+    tables = _tables(files)
     tools = Tools(
-        files=material_paths(task),
+        files=files,
         read=lambda path, start: read_lines(task, case, path, start),
         grep=lambda pattern, path: grep_lines(task, case, pattern, path),
+        folders=tables,
+        compare=(lambda folder: _compare(task, files, folder)) if tables else None,
+        words=words[:12],
     )
     try:
-        result = investigator.run(
-            node.hypothesis,
-            current_answer(parent.files, name),
-            schema_model(schema),
-            tools,
-            task_summary=task_line(task.statement),
-            seed=seed,
-        )
+        result = investigator.run(node.hypothesis, given, model, tools, summary, seed, None if looks else 0)
     finally:
         shutil.rmtree(case, ignore_errors=True)
-    node.transcript = result.transcript
+    node.transcript = ([{"step": "part", "part": part.name}] if part else []) + result.transcript
     node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens
     if result.answer is None:
         node.status, node.reason = "invalid", result.reason or "no answer was written"
         return node, result.findings
-    node.files = {**parent.files, name: json.dumps(result.answer, indent=1, ensure_ascii=False) + "\n"}
+    answer = answer_parts.put(start, part.path, result.answer) if part else result.answer
+    node.files = {**parent.files, name: json.dumps(answer, indent=1, ensure_ascii=False) + "\n"}
     node.status = "valid"
     node.metrics = {"findings": len(result.findings)}
     return node, result.findings

@@ -57,6 +57,8 @@ class Lab:
     ):
         self.task, self.ledger, self.meter, self.agents = task, ledger, meter, agents
         self.seeds, self.memory, self.log = seeds, memory, log
+        self.observe = True
+        """Whether a diagnosis looks at its material (off: the no-observations ablation answers unseen)."""
         self.findings: dict[int, list] = {}
         """An answer-kind node's investigator findings, until the round turns them into observations."""
         self._program_keys: dict[int, str] = {}
@@ -247,8 +249,9 @@ class Lab:
             elif self.task.config.kind == "answer":
                 seed = self.seeds.node(node.id)
                 node, found = diagnose.investigate(
-                    self.task, self.agents.investigator, node, parent, workdir, seed
-                )
+                    self.task, self.agents.investigator, node, parent, workdir, seed,
+                    list(self.state.nodes.values()), looks=self.observe,
+                )  # fmt: skip
                 self.findings[node.id] = found
             else:
                 node = self._execute(node, parent, workdir, share)

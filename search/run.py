@@ -116,6 +116,7 @@ def build_run(cfg: SearchConfig, store: Store, log: Callable[[str], None] = prin
         agents.use_adapter(WARM)
     seeds = Seeds(cfg.seed)
     lab = Lab(task, ledger, meter, agents, seeds, cfg.components.memory, log)
+    lab.observe = cfg.components.observations
     if cfg.evaluate_on == "ray":
         from arts.search.remote import RayEvaluations
 

@@ -15,6 +15,7 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
+from arts.search import assembly
 from arts.search.context import Run
 from arts.search.investigation.standing import best_supported, established, unexplained
 from arts.search.methods.base import Method
@@ -68,8 +69,11 @@ def finish(run: Run, reason: str, method: Method) -> dict:
     state, ledger, task = run.state, run.ledger, run.task
     run_dir = ledger.store.run_dir
     best = state.best()
-    if task.config.kind == "answer" or best is None:
-        best = best_supported(state) or best  # no score: the answer is the best-supported node
+    if task.config.kind == "answer":  # no score: the answer is the best-supported (part by part) node
+        nodes = list(state.nodes.values())
+        best = assembly.final_node(run.lab, task, nodes) or best_supported(state) or best
+    elif best is None:
+        best = best_supported(state)
     claims = [h for h in state.hypotheses.values() if best is not None and best.id in h.nodes]
     test_score = None
     if best is not None and task.config.test is not None:

@@ -1,0 +1,105 @@
+"""A diagnosis answer assembled part by part: which part an experiment takes, and the run's answer.
+
+For an answer split into parts (`policy.answer_parts`), each experiment writes one part
+(`search.diagnose`). Here: the part a node wrote (`part_of`), its support (notes that support its
+hypothesis, less those that oppose), the part the next experiment takes (the one its hypothesis names,
+else the one investigated least), and the assembled answer (per part, the best-supported entry, the newest
+of equals), which every experiment starts from and which is the run's final answer (`final_node`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from arts.policy import answer_parts
+from arts.policy.answer_parts import Part
+from arts.search.state import Node
+from arts.tasks.base import Task
+
+
+def answer_file(task: Task) -> str:
+    answer = task.config.answer
+    return answer.file if answer is not None else task.config.editable[0]
+
+
+def material_paths(task: Task) -> list[str]:
+    """The material's text files, relative to the task directory (whatever the working directory is: a
+    check against the working directory once offered the investigator no file at all)."""
+    root = task.root.resolve()
+    paths = [str(p.relative_to(root)) for p in (root / f for f in task.material_files()) if p.is_file()]
+    return [p for p in sorted(paths) if not p.endswith((".npz", ".npy", ".pt", ".bin", ".gz", ".zip"))]
+
+
+def current_answer(files: dict[str, str], name: str) -> dict | None:
+    try:
+        value = json.loads(files.get(name) or "null")
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def part_of(node: Node) -> str | None:
+    """The answer part a node's investigation wrote (None for a whole answer, or a node of no investigation)."""
+    first = node.transcript[0] if node.transcript else {}
+    return first.get("part") if isinstance(first, dict) else None
+
+
+def support(node: Node) -> int:
+    """Notes of the node's investigation that support its hypothesis, less those that oppose it."""
+    rel = [t.get("action", {}).get("relation") for t in node.transcript if t.get("op") == "note"]
+    return rel.count("support") - rel.count("oppose")
+
+
+def assembled(nodes: list[Node], parts: list[Part], name: str) -> dict | None:
+    """The answer built from each part's best-supported valid experiment (newest of equals); None before
+    any part was written."""
+    answer = None
+    for part in parts:
+        done = [n for n in nodes if n.status == "valid" and part_of(n) == part.name]
+        if not done:
+            continue
+        best = max(done, key=lambda n: (support(n), n.id))
+        if (entry := answer_parts.get(current_answer(best.files, name), part.path)) is not None:
+            answer = answer_parts.put(answer, part.path, entry)
+    return answer
+
+
+def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
+    """The part the hypothesis names, else the part with fewest experiments (the first of equals)."""
+    said = answer_parts.words(hypothesis)
+    for part in parts:
+        if part.name.lower() in said:
+            return part
+    counts = {p.name: 0 for p in parts}
+    for n in nodes:
+        if (k := part_of(n)) in counts:
+            counts[k] += 1
+    return min(parts, key=lambda p: counts[p.name])
+
+
+def final_answer(task: Task, nodes: list[Node]) -> dict | None:
+    """The run's answer for a part-wise task: each part's best-supported entry; None for a whole answer."""
+    schema = task.answer_schema()
+    parts = answer_parts.split(schema, material_paths(task)) if schema else []
+    return assembled(nodes, parts, answer_file(task)) if parts else None
+
+
+def final_node(lab, task: Task, nodes: list[Node]) -> Node | None:
+    """The node that holds the run's answer for a part-wise task (`final_answer`): the newest valid node
+    that holds it, else a node the lab adds for it (no model call, no evaluation); None for a whole answer
+    or before any part was written."""
+    answer = final_answer(task, nodes)
+    if answer is None:
+        return None
+    name = answer_file(task)
+    valid = sorted((n for n in nodes if n.status == "valid"), key=lambda n: n.id, reverse=True)
+    for n in valid:
+        if current_answer(n.files, name) == answer:
+            return n
+    newest = valid[0]
+    node = lab.begin(newest, "the best-supported entry of each part", "answer")
+    node.files = {**newest.files, name: json.dumps(answer, indent=1, ensure_ascii=False) + "\n"}
+    node.status, node.transcript = "valid", [{"step": "assembled", "answer": answer}]
+    lab.ledger.update(node)
+    lab.ledger.store.write_node_files(node)
+    return node

@@ -1,0 +1,148 @@
+"""Answers in parts and menus from the case material (`policy.answer_parts`), the compare-windows probe
+(`tasks.windows`), and both in a diagnosis search driven through `arts search` with a scripted model.
+
+The scripted model only drives the harness: which part a node writes, what its menus offer, the answer
+assembled part by part. What the embedded model makes of them is measured with `arts bench`
+(docs/diagnosis.md).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from arts.policy import answer_parts as ap
+from arts.policy.answer_schema import schema_model
+from arts.search import assembly, diagnose
+from arts.tasks import windows
+from arts.tasks.base import BUILTIN_DIR, load_task
+
+FAULTS = ["cpu_saturation", "memory_leak", "disk_full"]
+INCIDENT = {
+    "type": "object",
+    "required": ["root_service", "fault", "evidence"],
+    "additionalProperties": False,
+    "properties": {
+        "root_service": {"type": "string", "enum": ["api", "db", "cache", "queue"]},
+        "fault": {"type": "string", "enum": FAULTS},
+        "evidence": {"type": "string", "maxLength": 80},
+    },
+}
+SCHEMA = {
+    "type": "object",
+    "required": ["incidents"],
+    "$defs": {"incident": INCIDENT},
+    "properties": {
+        "incidents": {
+            "type": "object",
+            "required": ["a", "b"],
+            "properties": {"a": {"$ref": "#/$defs/incident"}, "b": {"$ref": "#/$defs/incident"}},
+        }
+    },
+}
+MATERIAL = ["incidents/a/logs/api.txt", "incidents/a/logs/db.txt", "incidents/b/logs/cache.txt", "notes.md"]
+
+
+def series(n: int, base: float, jump_at: int | None = None, to: float = 0.0, back_at: int | None = None):
+    xs = [base + 0.01 * (i % 3) for i in range(n)]
+    for i in range(jump_at or n, back_at or n):
+        xs[i] = to
+    return xs
+
+
+def table(cols: dict[str, list[float]]) -> str:
+    n = len(next(iter(cols.values())))
+    rows = ["time," + ",".join(cols)] + [
+        f"t{i:02d}," + ",".join(f"{c[i]:g}" for c in cols.values()) for i in range(n)
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def test_departures_tell_a_lasting_change_from_one_that_comes_back():
+    text = table({"latency": series(40, 10, 20, 90), "cpu": series(40, 30, 15, 80, back_at=22)})
+    found = {d.column: d for d in windows.departures("x.csv", text)}
+    assert (found["latency"].at, found["latency"].back) == ("t20", None)
+    assert (found["cpu"].at, found["cpu"].back) == ("t15", "t22")
+    assert windows.departures("notes.txt", "not, a table\n") == []
+
+
+def test_compare_lists_what_stays_out_earliest_first_then_what_came_back():
+    files = {
+        "db.csv": table({"err": series(40, 0.01, 25, 0.5)}),
+        "api.csv": table({"err": series(40, 0.01, 27, 0.4)}),
+        "batch.csv": table({"cpu": series(40, 20, 12, 90, back_at=20)}),
+        "calm.csv": table({"err": series(40, 0.01)}),
+    }
+    lines = windows.compare(files).splitlines()
+    assert lines[0].startswith("stays out") and lines[1].startswith("db.csv: err")
+    assert lines[2].startswith("api.csv") and lines[3].startswith("back in range")
+    assert lines[4].startswith("batch.csv: cpu") and lines[4].endswith("back at t20")
+    assert "calm" not in windows.compare(files)
+    assert "leaves the range" in windows.compare({"calm.csv": files["calm.csv"]})
+
+
+def test_an_answer_splits_into_the_entries_named_as_material_folders():
+    parts = ap.split(SCHEMA, MATERIAL)
+    assert [(p.name, p.path, p.folder) for p in parts] == [
+        ("a", ("incidents", "a"), "incidents/a/"),
+        ("b", ("incidents", "b"), "incidents/b/"),
+    ]
+    assert parts[0].schema["properties"]["fault"]["enum"] == FAULTS  # the reference is resolved
+    assert ap.split(SCHEMA, ["notes.md"]) == []  # no folder per entry: the answer is written whole
+
+
+def test_menus_keep_the_entities_a_part_holds_and_the_values_its_notes_name():
+    part = ap.split(SCHEMA, MATERIAL)[0]
+    menu = ap.narrowed(part.schema, "api.txt db.txt: ERROR", whole="api db cache queue", entities_only=True)
+    assert menu["properties"]["root_service"]["enum"] == ["api", "db"]
+    assert menu["properties"]["fault"]["enum"] == FAULTS  # not named in the material: left whole
+    noted = ap.narrowed(menu, "db.txt: ERROR write failed, disk usage 99%")
+    assert noted["properties"]["root_service"]["enum"] == ["db"]
+    assert noted["properties"]["fault"]["enum"] == ["disk_full"]  # named by its word "disk"
+    assert ap.narrowed(menu, "nothing here")["properties"]["root_service"]["enum"] == ["api", "db"]
+    quoted = ap.quoting(noted, ["db.txt: ERROR write failed", "x" * 200])
+    assert quoted["properties"]["evidence"]["enum"] == ["db.txt: ERROR write failed"]  # fits maxLength
+    model = schema_model(quoted)
+    assert model.model_validate(ap.minimal(quoted)).root_service == "db"
+
+
+def test_minimal_and_put_make_a_whole_answer_before_every_part_is_written():
+    parts = ap.split(SCHEMA, MATERIAL)
+    answer = ap.put(None, parts[1].path, {"root_service": "cache", "fault": "memory_leak", "evidence": "x"})
+    answer = ap.put(answer, parts[0].path, ap.minimal(parts[0].schema))
+    schema_model(SCHEMA).model_validate(answer)
+    assert ap.get(answer, parts[1].path)["root_service"] == "cache"
+
+
+def test_material_is_found_whatever_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)  # the check once ran against the working directory: no file, ever
+    paths = diagnose.material_paths(load_task(BUILTIN_DIR / "incident-rca"))
+    assert "incidents/i1/logs/gateway.txt" in paths and len(paths) > 40
+
+
+def test_a_search_writes_one_part_per_node_and_answers_with_each_parts_best(tmp_path: Path, rules):
+    """Through `arts search` on incident-rca with a scripted model: every node takes the least-investigated
+    incident, compares its metrics first and sees only its own files; every answer is whole, and the final
+    one holds, per incident, the entry of its best-supported node."""
+    from arts.search.cli.main import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    assert main(["search", "incident-rca", "--group", "2", "--rounds", "3", "--run-dir", str(run), "-q"]) == 0
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+    done = sorted((n for n in state.nodes.values() if assembly.part_of(n)), key=lambda n: n.id)
+    assert [assembly.part_of(n) for n in done][:4] == ["i1", "i2", "i3", "i4"]
+    model = schema_model(load_task(BUILTIN_DIR / "incident-rca").answer_schema())
+    for n in done:
+        assert n.transcript[1]["op"] == "compare" and "stays out" in n.transcript[1]["output"]
+        files = [e["action"]["file"] for e in n.transcript if e.get("op") in ("read", "grep")]
+        assert all(f.startswith(f"incidents/{assembly.part_of(n)}/") for f in files)
+        model.model_validate_json(n.files["answer.json"])  # whole, though one part was written
+    answer = json.loads((run / "best" / "answer.json").read_text())
+    task = load_task(BUILTIN_DIR / "incident-rca")
+    assert answer == assembly.final_answer(task, list(state.nodes.values()))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["best"]["test_score"] is not None
