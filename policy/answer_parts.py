@@ -115,7 +115,8 @@ def enums(node: Any):
 
 
 def narrowed(schema: dict, text: str, whole: str = "", entities_only: bool = False) -> dict:
-    """A copy of `schema` whose string enums keep only the values `text` names (order kept); an enum that
+    """A copy of `schema` whose string enums keep only the values `text` names, in the order it first names
+    them; an enum that
     `text` names none of stays whole. With `entities_only`, only enums of entities are narrowed: those
     of which `whole` (all the material) names at least `ENTITY_SHARE` (values a statement enumerates, such
     as fault kinds, are not named in the material and stay whole)."""
@@ -125,8 +126,16 @@ def narrowed(schema: dict, text: str, whole: str = "", entities_only: bool = Fal
         if entities_only and sum(named(v, everything, False) for v in values) < ENTITY_SHARE * len(values):
             continue
         if kept := [v for v in values if named(v, seen)]:
-            enum["enum"] = kept
+            enum["enum"] = sorted(kept, key=lambda v: _first_mention(v, text.lower()))
     return out
+
+
+def _first_mention(value: str, text: str) -> int:
+    """Where `text` first names `value` (as `named` reads it); a narrowed menu lists values in this order,
+    so the value the first note names comes first."""
+    pieces = [value.lower(), *(w for w in re.split(r"[_\s/-]+", value.lower()) if len(w) >= 3)]
+    found = [m.start() for p in pieces if (m := re.search(rf"(?<![a-z0-9]){re.escape(p)}(?![a-z0-9])", text))]
+    return min(found, default=len(text))
 
 
 def get(answer: dict | None, path: tuple[str, ...]) -> dict | None:

@@ -61,6 +61,10 @@ class InvestigatorConfig(BaseModel):
     default over 4 investigations each: free patterns ('1.json', 'date:20, time:7, ...') matched nothing
     in 4 of 4 (hypothesis words: 4 of 4 matched); free reads started at lines 20 and 10000 of a 5-line
     file; free notes were 'neutral', 'dedupe', '0.0.0.0%% 16:00:...'. Off, free text (larger models)."""
+    note_each: bool = True
+    """After a look whose output holds lines, the next step notes one of them: every look then leaves an
+    observation (and the comparison's notes name what changed first), instead of looks in a row whose
+    outputs no note keeps."""
     overview_first: bool = True
     """Where the tools can compare a folder's tables (`Tools.compare`), the first step is a comparison: the
     one look that orders a case's series by when they changed. Off, the model picks its first action."""
@@ -112,6 +116,9 @@ class Tools:
     (`tasks.windows`)."""
     words: list[str] = field(default_factory=list)
     """Words a narrowed grep may use besides the hypothesis's: the entities of the case's answer menus."""
+    vocabulary: frozenset[str] = frozenset()
+    """The material's words (lower case), when known: a hypothesis word outside it is not offered to
+    grep (the 135M default's hypotheses are often words of no case: "falsehood", "improves")."""
 
 
 def _one_line(text: str, limit: int) -> str:
@@ -206,7 +213,8 @@ class Investigator:
         region = "material"
         for step in range(cfg.max_steps if steps is None else steps):
             compared = any(e.get("op") == "compare" for e in out.transcript)
-            ops, schema = self._offer(step, hypothesis, tools, last, out.findings, compared)
+            noted = not out.transcript or out.transcript[-1].get("op") in ("note", None)
+            ops, schema = self._offer(step, hypothesis, tools, last, out.findings, compared, noted)
             messages = self.prompt(hypothesis, tools.files, last, out.findings, list(ops), task_summary)
             step_seed = None if seed is None else seed + step
             comp = ask(
@@ -246,6 +254,7 @@ class Investigator:
         last: tuple[str, str] | None,
         findings: list[Finding],
         compared: bool = False,
+        noted_last: bool = True,
     ) -> tuple[tuple[str, ...], type[BaseModel]]:
         """The actions offered at a step, and their schema. A note needs something looked at: the 135M
         default, offered every action at the first step, noted ungrounded guesses ("30,8", "usage")."""
@@ -257,14 +266,17 @@ class Investigator:
             ops = ("note",)
         elif last is None:
             ops = ("compare",) if folders and cfg.overview_first and step == 0 else looks
-        if compared:  # one comparison per investigation: a second shows the same lines
-            folders, ops = [], tuple(op for op in ops if op != "compare") or ("note",)
         elif cfg.note_last and step == cfg.max_steps - 1 and not findings:
             ops = ("note",)
+        elif cfg.note_each and not noted_last:
+            ops = ("note",)
+        if compared:  # one comparison per investigation: a second shows the same lines
+            folders, ops = [], tuple(op for op in ops if op != "compare") or ("note",)
         if not cfg.narrow:
             return ops, step_schema(files, ops, folders=folders)
         narrowed = choices(hypothesis, clip(last[1].strip(), cfg.output_chars) if last else None)
-        narrowed["words"] = list(dict.fromkeys([*tools.words, *narrowed["words"]]))[:24]
+        said = [w for w in narrowed["words"] if not tools.vocabulary or w in tools.vocabulary]
+        narrowed["words"] = list(dict.fromkeys([*tools.words, *said]))[:24]
         files = named_first(files, last[1]) if last else files
         noted = {f.text for f in findings}  # a line noted once is not offered again
         narrowed["quotes"] = [q for q in narrowed["quotes"] if q not in noted]

@@ -71,7 +71,7 @@ def _compare(task: Task, allowed: list[str], folder: str) -> str:
 def _noted(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes that do not oppose name,
     free strings to the lines noted."""
-    kept = [f.text for f in found if f.relation != "oppose"]
+    kept = [f"{f.text} ({f.region})" for f in found if f.relation != "oppose"]  # a log's file names it
     schema = answer_parts.quoting(answer_parts.narrowed(menu, " ".join(kept)), [f.text for f in found])
     return schema_model(schema, name=f"Answer_{name}")
 
@@ -117,6 +117,7 @@ def investigate(
         given, summary = answer_parts.get(start, part.path), f"Part {part.name} ({part.folder}). {summary}"
     else:
         files, words, model = material, [], schema_model(schema)
+        said = answer_parts.words("\n".join(_texts(task, files[:MAX_FILES]).values()))
         given = start
     case, files = workdir / "case", files[:MAX_FILES]
     tables = _tables(files)
@@ -127,6 +128,7 @@ def investigate(
         folders=tables,
         compare=(lambda folder: _compare(task, files, folder)) if tables else None,
         words=words[:12],
+        vocabulary=frozenset(said),
     )
     try:
         result = investigator.run(node.hypothesis, given, model, tools, summary, seed, None if looks else 0)

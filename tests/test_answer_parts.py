@@ -146,3 +146,60 @@ def test_a_search_writes_one_part_per_node_and_answers_with_each_parts_best(tmp_
     assert answer == assembly.final_answer(task, list(state.nodes.values()))
     summary = json.loads((run / "summary.json").read_text())
     assert summary["best"]["test_score"] is not None
+
+
+def test_the_investigator_compares_first_once_then_offers_the_files_the_comparison_named():
+    from arts.policy.investigator import Investigator, Tools, named_first
+    from tests.doubles import ScriptedBackend
+
+    files = ["incidents/a/alert.txt", "incidents/a/logs/api.txt", "incidents/a/logs/db.txt"]
+    compared: list[str] = []
+    tools = Tools(
+        files=files,
+        read=lambda path, start: f"{start}: ERROR disk full",
+        grep=lambda pattern, path: "3: ERROR write failed, disk full",
+        folders=["incidents/a/metrics"],
+        compare=lambda folder: (
+            compared.append(folder) or "stays out (earliest first):\ndb.csv: err 0 -> 1 at t3"
+        ),
+        words=["ERROR", "db"],
+    )
+    backend = ScriptedBackend(
+        [
+            {"op": "compare", "folder": "incidents/a/metrics"},
+            {"op": "note", "observation": "db.csv: err 0 -> 1 at t3", "relation": "support"},
+            {"op": "grep", "pattern": "ERROR", "file": "incidents/a/logs/db.txt"},
+            {"op": "note", "observation": "3: ERROR write failed, disk full", "relation": "support"},
+            {"root_service": "db", "fault": "disk_full", "evidence": "3: ERROR write failed, disk full"},
+        ]
+    )
+    part = ap.split(SCHEMA, MATERIAL)[0]
+    menus = []
+
+    def model(found):
+        menus.append(
+            ap.quoting(ap.narrowed(part.schema, " ".join(f.text for f in found)), [f.text for f in found])
+        )
+        return schema_model(menus[-1])
+
+    result = Investigator(backend).run("db failed", None, model, tools, "Find the root.")
+    assert compared == ["incidents/a/metrics"] and result.answer["fault"] == "disk_full"
+    first, second = (c["schema"].model_json_schema() for c in backend.calls[:2])
+    assert "CompareAction" in json.dumps(first)  # the overview first, and nothing else
+    assert "ReadAction" not in json.dumps(first)
+    assert "CompareAction" not in json.dumps(second)  # once
+    assert "ERROR" in json.dumps(backend.calls[2]["schema"].model_json_schema())  # a level word to grep
+    assert menus[0]["properties"]["root_service"]["enum"] == ["db"]
+    assert menus[0]["properties"]["fault"]["enum"] == ["disk_full"]
+    assert named_first(files, "db.csv: err at t3") == [files[2], files[0], files[1]]
+
+
+def test_without_observations_the_investigator_answers_without_looking():
+    from arts.policy.investigator import Investigator, Tools
+    from tests.doubles import ScriptedBackend
+
+    backend = ScriptedBackend([{"root_service": "api", "fault": "memory_leak", "evidence": "guess"}])
+    tools = Tools(files=["x.txt"], read=lambda p, s: "", grep=lambda p, f: "")
+    part = ap.split(SCHEMA, MATERIAL)[0]
+    result = Investigator(backend).run("api", None, schema_model(part.schema), tools, steps=0)
+    assert [c["purpose"] for c in backend.calls] == ["answer"] and not result.findings

@@ -255,7 +255,7 @@ def test_a_failing_tool_is_shown_back_and_the_output_is_clipped():
     )
     tools = FakeTools(fail=True)
     tools.grep = lambda pattern, path: "x" * 5000  # type: ignore[method-assign]
-    cfg = InvestigatorConfig(max_steps=3, note_last=False, output_chars=300)
+    cfg = InvestigatorConfig(max_steps=3, note_last=False, note_each=False, output_chars=300)
     result = Investigator(backend, cfg).run(HYPOTHESIS, ANSWER, schema_model(SCHEMA), tools.tools())
     assert "error: FileNotFoundError" in result.transcript[0]["output"]
     assert "error: FileNotFoundError" in backend.calls[1]["prompts"][1]["content"]
