@@ -65,6 +65,10 @@ class InvestigatorConfig(BaseModel):
     """After a look whose output holds lines, the next step notes one of them: every look then leaves an
     observation (and the comparison's notes name what changed first), instead of looks in a row whose
     outputs no note keeps."""
+    menus_from_notes: bool = True
+    """A part's answer menus keep only the values the notes (that do not oppose) name, in the order they
+    name them, and a free string must quote a note (`search.diagnose`); off, the menus of the part's
+    material (larger models, which can weigh what they read without the narrowing)."""
     overview_first: bool = True
     """Where the tools can compare a folder's tables (`Tools.compare`), the first step is a comparison: the
     one look that orders a case's series by when they changed. Off, the model picks its first action."""

@@ -38,7 +38,7 @@ MAX_FILES = 40
 """Material files offered to one investigation (an enum in its grammar): a part's, or the first of all."""
 
 
-def _texts(task: Task, paths: list[str]) -> dict[str, str]:
+def material_texts(task: Task, paths: list[str]) -> dict[str, str]:
     out = {}
     for rel in paths:
         try:
@@ -57,7 +57,7 @@ def _levels(texts: dict[str, str], limit: int = 3) -> list[str]:
     return [w for w, n in sorted(counts.items(), key=lambda kv: (kv[1], kv[0])) if n >= 3][:limit]
 
 
-def _tables(paths: list[str]) -> list[str]:
+def table_folders(paths: list[str]) -> list[str]:
     """Folders holding two or more CSV files: what `compare` compares."""
     folders = [p.rsplit("/", 1)[0] for p in paths if p.endswith(".csv") and "/" in p]
     return sorted(f for f in set(folders) if folders.count(f) >= 2)
@@ -65,7 +65,7 @@ def _tables(paths: list[str]) -> list[str]:
 
 def _compare(task: Task, allowed: list[str], folder: str) -> str:
     csvs = [p for p in allowed if p.endswith(".csv") and p.rsplit("/", 1)[0] == folder]
-    return windows.compare({p.rsplit("/", 1)[1]: t for p, t in _texts(task, csvs).items()})
+    return windows.compare({p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()})
 
 
 def _noted(menu: dict, found: list[Finding], name: str) -> type:
@@ -107,20 +107,26 @@ def investigate(
         files = [
             p for p in material if p.startswith(part.folder) or not any(p.startswith(q.folder) for q in parts)
         ]
-        texts = _texts(task, files)
+        texts = material_texts(task, files)
         seen = "\n".join(texts.values())
-        menu = answer_parts.narrowed(part.schema, seen, "\n".join(_texts(task, material).values()), True)
+        menu = answer_parts.narrowed(
+            part.schema, seen, "\n".join(material_texts(task, material).values()), True
+        )
         said = answer_parts.words(seen)
         entities = [v for e in answer_parts.enums(menu) for v in e["enum"] if v.lower() in said]
         words = [*_levels(texts), *dict.fromkeys(entities)]
-        model = lambda found: _noted(menu, found, part.name)  # noqa: E731
+        model = (
+            (lambda found: _noted(menu, found, part.name))
+            if investigator.config.menus_from_notes
+            else schema_model(menu, name=f"Answer_{part.name}")
+        )
         given, summary = answer_parts.get(start, part.path), f"Part {part.name} ({part.folder}). {summary}"
     else:
         files, words, model = material, [], schema_model(schema)
-        said = answer_parts.words("\n".join(_texts(task, files[:MAX_FILES]).values()))
+        said = answer_parts.words("\n".join(material_texts(task, files[:MAX_FILES]).values()))
         given = start
     case, files = workdir / "case", files[:MAX_FILES]
-    tables = _tables(files)
+    tables = table_folders(files)
     tools = Tools(
         files=files,
         read=lambda path, start: read_lines(task, case, path, start),

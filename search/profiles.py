@@ -44,9 +44,11 @@ CAPABLE: dict[str, Any] = {
     "render": {"budget_tokens": 2400, "statement_chars": 2000, "best": 5, "recent": 5},
     "space": {"prompt_tokens": 700},
     "analysis": {"plan_axes": True},
+    "investigator": {"narrow": False, "note_each": False, "overview_first": False, "menus_from_notes": False},
 }
 """Free hypotheses on the plan's axes, the scientist's choice of parent, no value menus, whole-function
-and file edits, larger prompt budgets."""
+and file edits, larger prompt budgets; an investigator free to pick any action, pattern and note, whose
+answer menus hold what the part's material names rather than what its notes name."""
 
 PROFILES = {"small": SMALL, "capable": CAPABLE}
 SMALL_BELOW = 1_000_000_000

@@ -83,6 +83,8 @@ class RuleBackend:
         """The first `bad_edits` executor answers set X to 1e308 (the evaluator overflows: invalid)."""
         self.delay = delay
         self.purposes: list[str] = []
+        self.schemas: list[tuple[str, object]] = []
+        """(purpose, schema) of every call."""
         self.prompts: list[str] = []
         """The user message of every proposal call."""
         self.sink = None
@@ -174,6 +176,7 @@ class RuleBackend:
     def generate(self, prompts, n=1, sampling=None, schema=None, adapter=None, purpose=""):
         time.sleep(self.delay)
         self.purposes.append(purpose)
+        self.schemas.append((purpose, schema))
         if purpose == "propose":
             self.prompts.append(prompts[-1]["content"])
         if self.sink is not None:

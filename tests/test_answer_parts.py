@@ -203,3 +203,35 @@ def test_without_observations_the_investigator_answers_without_looking():
     part = ap.split(SCHEMA, MATERIAL)[0]
     result = Investigator(backend).run("api", None, schema_model(part.schema), tools, steps=0)
     assert [c["purpose"] for c in backend.calls] == ["answer"] and not result.findings
+
+
+def test_tasks_check_shows_the_parts_their_menus_and_what_a_comparison_reads(capsys):
+    from arts.search.cli.main import main
+
+    assert main(["tasks", "check", "incident-rca"]) == 0
+    out = capsys.readouterr().out
+    assert "answer: 4 parts, one per folder (incidents/i1/" in out
+    assert "i1: 17 files, menus 7/16 6/6 7/16, compare incidents/i1/metrics" in out  # 7 of 16 services
+
+
+def test_the_capable_profile_investigates_freely_and_answers_from_the_parts_material(tmp_path: Path, rules):
+    """`--profile capable` on incident-rca through `arts search`: free grep patterns and notes (no Literal
+    menus), no forced comparison, and answer menus of the part's material, not of its notes."""
+    from arts.search.cli.main import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    args = ["search", "incident-rca", "--profile", "capable", "--group", "2", "--rounds", "2"]
+    assert main([*args, "--run-dir", str(run), "-q"]) == 0
+    steps = [s for p, s in rules.schemas if p == "investigate"]
+    answers = [s for p, s in rules.schemas if p == "answer"]
+    assert steps and answers
+    first = json.dumps(steps[0].model_json_schema())
+    assert "ReadAction" in first and "GrepAction" in first  # the model picks its first look
+    grep = steps[0].model_json_schema()["$defs"]["GrepAction"]["properties"]["pattern"]
+    assert "enum" not in grep and "const" not in grep  # any pattern
+    menu = answers[0].model_json_schema()
+    roots = json.dumps(menu)
+    assert '"mysql"' in roots and '"redis"' not in roots  # i1's services only (mysql is in i1, redis not)
+    with Store.open_readonly(run) as store:
+        assert all(n.status == "valid" for n in store.load_state().nodes.values() if n.parent is not None)

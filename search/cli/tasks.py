@@ -90,9 +90,48 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
         print(f"{why}; a search would stop before its first node", file=sys.stderr)
         return 1
     print(f"{task.root / 'task.toml'}: ok — {task.name} ({task.config.kind}), {seed}")
+    if task.config.kind == "answer":
+        return _answer_plan(task)
     if args.no_run or task.seedless or task.config.evaluate is None:
         return 0
     return _check_seed(task)
+
+
+def _answer_plan(task: Task) -> int:
+    """What a search would meet on an answer task, without a model: the schema as a grammar, the parts an
+    answer is written in, each part's menus from its material, and the tables a comparison reads."""
+    from arts.policy import answer_parts
+    from arts.policy.answer_schema import schema_model
+    from arts.search.assembly import material_paths
+    from arts.search.diagnose import material_texts, table_folders
+
+    schema = task.answer_schema()
+    try:
+        schema_model(schema)
+    except ValueError as e:
+        print(f"{task.root / 'task.toml'}: the answer schema cannot constrain decoding: {e}", file=sys.stderr)
+        return 1
+    material = [p for p in material_paths(task) if p != task.config.answer.schema_path]
+    parts = answer_parts.split(schema, material)
+    if not parts:
+        print(f"answer: written whole from {len(material)} material files")
+        return 0
+    whole = "\n".join(material_texts(task, material).values())
+    print(f"answer: {len(parts)} parts, one per folder ({', '.join(p.folder for p in parts)})")
+    for part in parts:
+        files = [p for p in material if p.startswith(part.folder)]
+        menu = answer_parts.narrowed(
+            part.schema, "\n".join(material_texts(task, files).values()), whole, True
+        )
+        sizes = [
+            f"{len(a['enum'])}/{len(b['enum'])}"
+            for a, b in zip(answer_parts.enums(menu), answer_parts.enums(part.schema))
+        ]
+        tables = table_folders(files)
+        print(
+            f"  {part.name}: {len(files)} files, menus {' '.join(sizes) or '-'}, compare {', '.join(tables) or '-'}"
+        )
+    return 0
 
 
 def _check_seed(task: Task) -> int:
