@@ -114,19 +114,25 @@ def enums(node: Any):
             yield from enums(value)
 
 
-def narrowed(schema: dict, text: str, whole: str = "", entities_only: bool = False) -> dict:
-    """A copy of `schema` whose string enums keep only the values `text` names, in the order it first names
-    them; an enum that
-    `text` names none of stays whole. With `entities_only`, only enums of entities are narrowed: those
-    of which `whole` (all the material) names at least `ENTITY_SHARE` (values a statement enumerates, such
-    as fault kinds, are not named in the material and stay whole)."""
+def entities(values: list[str], material_words: set[str]) -> bool:
+    """Whether an enum lists the case's entities: `ENTITY_SHARE` of its values named whole in the material."""
+    return sum(named(v, material_words, False) for v in values) >= ENTITY_SHARE * len(values)
+
+
+def narrowed(
+    schema: dict, text: str, whole: str = "", entities_only: bool = False, by_mention: bool = False
+) -> dict:
+    """A copy of `schema` whose string enums keep only the values `text` names (in the order it first names
+    them with `by_mention`, else the schema's); an enum that `text` names none of stays whole. With
+    `entities_only`, only enums of the case's entities are narrowed (`entities`: values a statement
+    enumerates, such as fault kinds, are not named in the material and stay whole)."""
     out, seen, everything = copy.deepcopy(schema), words(text), words(whole)
     for enum in enums(out):
         values = enum["enum"]
-        if entities_only and sum(named(v, everything, False) for v in values) < ENTITY_SHARE * len(values):
+        if entities_only and not entities(values, everything):
             continue
         if kept := [v for v in values if named(v, seen)]:
-            enum["enum"] = sorted(kept, key=lambda v: _first_mention(v, text.lower()))
+            enum["enum"] = sorted(kept, key=lambda v: _first_mention(v, text.lower())) if by_mention else kept
     return out
 
 

@@ -30,7 +30,7 @@ def _hypothesis(pattern: str | None = None):
 
 
 KINDS = {"increase": "constants", "decrease": "constants", "rewrite": "returns", "tune": "keywords",
-         "swap": "calls", "probe": "probes"}  # fmt: skip
+         "swap": "calls", "probe": "probes", "suspect": "answers"}  # fmt: skip
 """The region of a directed move, by its verb: a readable vocabulary of kinds of change."""
 
 

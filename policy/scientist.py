@@ -223,6 +223,7 @@ class Scientist:
             forms += ['"tune k" for a keyword argument k of a call'] if "tune" in verbs else []
             forms += ['"swap c" for a call c, to call another of its kind'] if "swap" in verbs else []
             forms += ['"probe X" to measure how the score responds to X'] if "probe" in verbs else []
+            forms += ['"suspect p.x" to test x as the answer of part p'] if "suspect" in verbs else []
             change = f"{' or '.join(forms)}, then what to and why"
         else:
             shown = f' (e.g. "{example}")' if example else ""

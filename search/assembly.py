@@ -38,6 +38,16 @@ def current_answer(files: dict[str, str], name: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
+def material_texts(task: Task, paths: list[str]) -> dict[str, str]:
+    out = {}
+    for rel in paths:
+        try:
+            out[rel] = (task.root / rel).read_text(errors="replace")
+        except OSError:
+            continue
+    return out
+
+
 def part_of(node: Node) -> str | None:
     """The answer part a node's investigation wrote (None for a whole answer, or a node of no investigation)."""
     first = node.transcript[0] if node.transcript else {}
@@ -103,3 +113,34 @@ def final_node(lab, task: Task, nodes: list[Node]) -> Node | None:
     lab.ledger.update(node)
     lab.ledger.store.write_node_files(node)
     return node
+
+
+def suspects(task: Task, nodes: list[Node], per_part: int = 8) -> dict[str, tuple[str, ...]]:
+    """A diagnosis's directed moves for the small profile's scientist: `suspect <part>.<entity>` for the
+    entities of each part's first entity menu that its material names (a service of this incident, a
+    commit of this case), parts investigated least first. A hypothesis is then always grounded: one of
+    these, never free words ("falsehood", "list hypothesis" were the 135M default's)."""
+    schema = task.answer_schema()
+    material = [
+        p for p in material_paths(task) if task.config.answer is None or p != task.config.answer.schema_path
+    ]
+    parts = answer_parts.split(schema, material) if schema else []
+    if not parts:
+        return {}
+    whole = "\n".join(material_texts(task, material).values())
+    counts = {p.name: sum(part_of(n) == p.name for n in nodes) for p in parts}
+    moves: dict[str, tuple[str, ...]] = {}
+    for part in sorted(parts, key=lambda p: counts[p.name]):
+        text = "\n".join(material_texts(task, [p for p in material if p.startswith(part.folder)]).values())
+        menu = answer_parts.narrowed(part.schema, text, whole, entities_only=True)
+        first = next(
+            (
+                e["enum"]
+                for e, full in zip(answer_parts.enums(menu), answer_parts.enums(part.schema))
+                if len(e["enum"]) < len(full["enum"])
+                or answer_parts.named(full["enum"][0], answer_parts.words(whole), False)
+            ),
+            [],
+        )
+        moves.update((f"{part.name}.{v}", ("suspect",)) for v in first[:per_part])
+    return moves

@@ -27,7 +27,7 @@ from arts.policy import answer_parts
 from arts.policy.answer_schema import schema_model
 from arts.policy.investigator import Finding, Investigator, Tools
 from arts.search import assembly
-from arts.search.assembly import answer_file, current_answer, material_paths
+from arts.search.assembly import answer_file, current_answer, material_paths, material_texts
 from arts.search.render import task_line
 from arts.search.state import Node
 from arts.tasks import windows
@@ -36,16 +36,6 @@ from arts.tasks.readonly import grep_lines, read_lines
 
 MAX_FILES = 40
 """Material files offered to one investigation (an enum in its grammar): a part's, or the first of all."""
-
-
-def material_texts(task: Task, paths: list[str]) -> dict[str, str]:
-    out = {}
-    for rel in paths:
-        try:
-            out[rel] = (task.root / rel).read_text(errors="replace")
-        except OSError:
-            continue
-    return out
 
 
 def _levels(texts: dict[str, str], limit: int = 3) -> list[str]:
@@ -72,7 +62,9 @@ def _noted(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes that do not oppose name,
     free strings to the lines noted."""
     kept = [f"{f.text} ({f.region})" for f in found if f.relation != "oppose"]  # a log's file names it
-    schema = answer_parts.quoting(answer_parts.narrowed(menu, " ".join(kept)), [f.text for f in found])
+    schema = answer_parts.quoting(
+        answer_parts.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
+    )
     return schema_model(schema, name=f"Answer_{name}")
 
 

@@ -58,7 +58,9 @@ def make_task(root: Path) -> Path:
     return root
 
 
-MOVE = re.compile(r"\(?((?:increase|decrease|rewrite|tune)(?:\|increase|\|decrease|\|probe)*)\)? (\w+)")
+MOVE = re.compile(
+    r"\(?((?:increase|decrease|rewrite|tune|suspect)(?:\|increase|\|decrease|\|probe)*)\)? (\w+(?:\\?[.-]\w+)*)"
+)
 """The first move of a directed hypothesis pattern: its verbs and its target."""
 
 
@@ -118,6 +120,7 @@ class RuleBackend:
             for i, item in enumerate(items):
                 pattern = item.model_json_schema()["properties"]["hypothesis"]["pattern"]
                 verbs, target = m.groups() if (m := MOVE.search(pattern)) else ("increase|decrease", "X")
+                target = target.replace("\\.", ".")  # a dotted target is escaped in the pattern
                 verb = verbs.split("|")[i % len(verbs.split("|"))]  # the first move this candidate is offered
                 props = item.model_json_schema()["properties"]
                 cands.append(

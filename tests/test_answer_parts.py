@@ -235,3 +235,22 @@ def test_the_capable_profile_investigates_freely_and_answers_from_the_parts_mate
     assert '"mysql"' in roots and '"redis"' not in roots  # i1's services only (mysql is in i1, redis not)
     with Store.open_readonly(run) as store:
         assert all(n.status == "valid" for n in store.load_state().nodes.values() if n.parent is not None)
+
+
+def test_a_small_scientist_s_diagnosis_hypotheses_are_suspects_named_in_the_material(tmp_path: Path, rules):
+    """Small profile, through `arts search`: every hypothesis is `suspect <part>.<entity>` (never free
+    words), the entity one its part's material names, and the node investigates the part it names."""
+    from arts.search.cli.main import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    assert main(["search", "incident-rca", "--group", "2", "--rounds", "2", "--run-dir", str(run), "-q"]) == 0
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+    moves = assembly.suspects(load_task(BUILTIN_DIR / "incident-rca"), [])
+    assert "i1.mysql" in moves and "i1.redis" not in moves  # i1's services only
+    texts = [h.text for h in state.hypotheses.values()]
+    assert texts and all(t.startswith("suspect i") for t in texts)
+    for n in state.nodes.values():
+        if assembly.part_of(n):
+            assert n.hypothesis.split()[1].split(".")[0] == assembly.part_of(n)

@@ -37,7 +37,7 @@ def spread(moves: Moves, k: int) -> list[Moves]:
 
 
 DIRECTED = re.compile(
-    r"\b(increase|decrease|rewrite|tune|swap|probe)\s+(\w+(?:\.\w+)*(?:#\d+)?)", re.IGNORECASE
+    r"\b(increase|decrease|rewrite|tune|swap|probe|suspect)\s+(\w+(?:[.-]\w+)*(?:#\d+)?)", re.IGNORECASE
 )
 """A directed hypothesis's verb and target, wherever they stand (an edited hypothesis may lead with
 other words)."""

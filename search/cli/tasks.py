@@ -102,8 +102,8 @@ def _answer_plan(task: Task) -> int:
     answer is written in, each part's menus from its material, and the tables a comparison reads."""
     from arts.policy import answer_parts
     from arts.policy.answer_schema import schema_model
-    from arts.search.assembly import material_paths
-    from arts.search.diagnose import material_texts, table_folders
+    from arts.search.assembly import material_paths, material_texts
+    from arts.search.diagnose import table_folders
 
     schema = task.answer_schema()
     try:

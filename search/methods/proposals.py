@@ -16,6 +16,7 @@ from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
 from arts.policy.proposal_schema import canonical_action
 from arts.policy.scientist import GENERIC_EXAMPLE, REFINABLE_CHARS, Proposal
+from arts.search import assembly
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.failures import Ahead
@@ -119,7 +120,12 @@ def propose(
     """K candidates from the scientist. `investigate` (the arts round): inspect nodes first and ask for
     tail candidates past `scientist.tail_depth`."""
     cfg = run.cfg
-    moves = targeting.targets(run.state, run.lab.known_programs()) if cfg.scientist.directed else {}
+    if not cfg.scientist.directed:
+        moves = {}
+    elif run.task.config.kind == "answer":  # a diagnosis: suspects named in each part's material
+        moves = assembly.suspects(run.task, list(run.state.nodes.values()))
+    else:
+        moves = targeting.targets(run.state, run.lab.known_programs())
     if moves is None:  # measured on friedman: 70 rounds of refused DEGREE moves, an hour, no evaluation
         run.meter.halt(
             "every value on the menus of the best program's constants has been evaluated: nothing is left"
