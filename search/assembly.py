@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from arts.policy import answer_parts
+from arts.policy import answer_menus, answer_parts
 from arts.policy.answer_parts import Part
 from arts.search.state import Node
 from arts.tasks.base import Task
@@ -76,7 +76,7 @@ def assembled(nodes: list[Node], parts: list[Part], name: str) -> dict | None:
 
 def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
     """The part the hypothesis names, else the part with fewest experiments (the first of equals)."""
-    said = answer_parts.words(hypothesis)
+    said = answer_menus.words(hypothesis)
     for part in parts:
         if part.name.lower() in said:
             return part
@@ -118,7 +118,7 @@ def final_node(lab, task: Task, nodes: list[Node]) -> Node | None:
 def suspects(task: Task, nodes: list[Node], per_part: int = 8) -> dict[str, tuple[str, ...]]:
     """A diagnosis's directed moves for the small profile's scientist: `suspect <part>.<entity>` for the
     entities of each part's first entity menu that its material names (a service of this incident, a
-    commit of this case), parts investigated least first. A hypothesis is then always grounded: one of
+    commit of this case), interleaved across parts, the parts investigated least first. A hypothesis is then always grounded: one of
     these, never free words ("falsehood", "list hypothesis" were the 135M default's)."""
     schema = task.answer_schema()
     material = [
@@ -129,18 +129,15 @@ def suspects(task: Task, nodes: list[Node], per_part: int = 8) -> dict[str, tupl
         return {}
     whole = "\n".join(material_texts(task, material).values())
     counts = {p.name: sum(part_of(n) == p.name for n in nodes) for p in parts}
-    moves: dict[str, tuple[str, ...]] = {}
+    said, menus = answer_menus.words(whole), []
     for part in sorted(parts, key=lambda p: counts[p.name]):
         text = "\n".join(material_texts(task, [p for p in material if p.startswith(part.folder)]).values())
-        menu = answer_parts.narrowed(part.schema, text, whole, entities_only=True)
+        menu = answer_menus.narrowed(part.schema, text, whole, entities_only=True)
         first = next(
-            (
-                e["enum"]
-                for e, full in zip(answer_parts.enums(menu), answer_parts.enums(part.schema))
-                if len(e["enum"]) < len(full["enum"])
-                or answer_parts.named(full["enum"][0], answer_parts.words(whole), False)
-            ),
-            [],
+            (e["enum"] for e in answer_menus.enums(menu) if answer_menus.entities(e["enum"], said)), []
         )
-        moves.update((f"{part.name}.{v}", ("suspect",)) for v in first[:per_part])
+        menus.append([f"{part.name}.{v}" for v in first[:per_part]])
+    moves: dict[str, tuple[str, ...]] = {}
+    for rank in range(per_part):  # interleaved: each part's first suspect, then each part's second, ...
+        moves.update((name, ("suspect",)) for menu in menus if rank < len(menu) for name in [menu[rank]])
     return moves

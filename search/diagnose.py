@@ -23,7 +23,7 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-from arts.policy import answer_parts
+from arts.policy import answer_menus, answer_parts
 from arts.policy.answer_schema import schema_model
 from arts.policy.investigator import Finding, Investigator, Tools
 from arts.search import assembly
@@ -62,8 +62,8 @@ def _noted(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes that do not oppose name,
     free strings to the lines noted."""
     kept = [f"{f.text} ({f.region})" for f in found if f.relation != "oppose"]  # a log's file names it
-    schema = answer_parts.quoting(
-        answer_parts.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
+    schema = answer_menus.quoting(
+        answer_menus.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
     )
     return schema_model(schema, name=f"Answer_{name}")
 
@@ -101,11 +101,11 @@ def investigate(
         ]
         texts = material_texts(task, files)
         seen = "\n".join(texts.values())
-        menu = answer_parts.narrowed(
+        menu = answer_menus.narrowed(
             part.schema, seen, "\n".join(material_texts(task, material).values()), True
         )
-        said = answer_parts.words(seen)
-        entities = [v for e in answer_parts.enums(menu) for v in e["enum"] if v.lower() in said]
+        said = answer_menus.words(seen)
+        entities = [v for e in answer_menus.enums(menu) for v in e["enum"] if v.lower() in said]
         words = [*_levels(texts), *dict.fromkeys(entities)]
         model = (
             (lambda found: _noted(menu, found, part.name))
@@ -115,7 +115,7 @@ def investigate(
         given, summary = answer_parts.get(start, part.path), f"Part {part.name} ({part.folder}). {summary}"
     else:
         files, words, model = material, [], schema_model(schema)
-        said = answer_parts.words("\n".join(material_texts(task, files[:MAX_FILES]).values()))
+        said = answer_menus.words("\n".join(material_texts(task, files[:MAX_FILES]).values()))
         given = start
     case, files = workdir / "case", files[:MAX_FILES]
     tables = table_folders(files)

@@ -100,7 +100,7 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 def _answer_plan(task: Task) -> int:
     """What a search would meet on an answer task, without a model: the schema as a grammar, the parts an
     answer is written in, each part's menus from its material, and the tables a comparison reads."""
-    from arts.policy import answer_parts
+    from arts.policy import answer_menus, answer_parts
     from arts.policy.answer_schema import schema_model
     from arts.search.assembly import material_paths, material_texts
     from arts.search.diagnose import table_folders
@@ -120,12 +120,12 @@ def _answer_plan(task: Task) -> int:
     print(f"answer: {len(parts)} parts, one per folder ({', '.join(p.folder for p in parts)})")
     for part in parts:
         files = [p for p in material if p.startswith(part.folder)]
-        menu = answer_parts.narrowed(
+        menu = answer_menus.narrowed(
             part.schema, "\n".join(material_texts(task, files).values()), whole, True
         )
         sizes = [
             f"{len(a['enum'])}/{len(b['enum'])}"
-            for a, b in zip(answer_parts.enums(menu), answer_parts.enums(part.schema))
+            for a, b in zip(answer_menus.enums(menu), answer_menus.enums(part.schema))
         ]
         tables = table_folders(files)
         print(
