@@ -61,17 +61,19 @@ def support(node: Node) -> int:
 
 
 def assembled(nodes: list[Node], parts: list[Part], name: str) -> dict | None:
-    """The answer built from each part's best-supported valid experiment (newest of equals); None before
-    any part was written."""
-    answer = None
+    """The answer built from each part's best-supported valid experiment (newest of equals), whole: a part
+    no experiment wrote holds the simplest entry its schema accepts (a grader refuses a missing one); None
+    before any part was written."""
+    answer, written = None, False
     for part in parts:
         done = [n for n in nodes if n.status == "valid" and part_of(n) == part.name]
-        if not done:
-            continue
-        best = max(done, key=lambda n: (support(n), n.id))
-        if (entry := answer_parts.get(current_answer(best.files, name), part.path)) is not None:
-            answer = answer_parts.put(answer, part.path, entry)
-    return answer
+        best = max(done, key=lambda n: (support(n), n.id)) if done else None
+        entry = answer_parts.get(current_answer(best.files, name), part.path) if best else None
+        written |= entry is not None
+        answer = answer_parts.put(
+            answer, part.path, answer_parts.minimal(part.schema) if entry is None else entry
+        )
+    return answer if written else None
 
 
 def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
@@ -106,6 +108,8 @@ def final_node(lab, task: Task, nodes: list[Node]) -> Node | None:
     for n in valid:
         if current_answer(n.files, name) == answer:
             return n
+    if not valid:
+        return None
     newest = valid[0]
     node = lab.begin(newest, "the best-supported entry of each part", "answer")
     node.files = {**newest.files, name: json.dumps(answer, indent=1, ensure_ascii=False) + "\n"}

@@ -93,7 +93,7 @@ def investigate(
     part = assembly.pick_part(parts, node.hypothesis, nodes) if parts else None
     if part is not None:
         start = assembly.assembled(nodes, parts, name) or start
-        for other in parts:  # a part not written yet holds the simplest entry its schema accepts
+        for other in parts:  # before any part was written: the simplest entry each schema accepts
             if answer_parts.get(start, other.path) is None:
                 start = answer_parts.put(start, other.path, answer_parts.minimal(other.schema))
         files = [

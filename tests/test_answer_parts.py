@@ -259,3 +259,20 @@ def test_a_small_scientist_s_diagnosis_hypotheses_are_suspects_named_in_the_mate
     for n in state.nodes.values():
         if assembly.part_of(n):
             assert n.hypothesis.split()[1].split(".")[0] == assembly.part_of(n)
+
+
+def test_the_final_answer_is_whole_when_a_part_was_never_investigated():
+    """A grader refuses an answer missing an incident: a part no node wrote holds its simplest entry."""
+    from arts.search.state import Node
+
+    task = load_task(BUILTIN_DIR / "incident-rca")
+    entry = {"root_service": "mysql", "fault": "disk_full", "ruled_out": [], "evidence": "x"}
+    files = {"answer.json": json.dumps({"incidents": {"i2": entry}})}
+    nodes = [
+        Node(id=1, status="seed"),
+        Node(id=2, parent=1, status="valid", files=files, transcript=[{"part": "i2"}]),
+    ]
+    answer = assembly.final_answer(task, nodes)
+    assert answer["incidents"]["i2"] == entry and set(answer["incidents"]) == {"i1", "i2", "i3", "i4"}
+    schema_model(task.answer_schema()).model_validate(answer)
+    assert assembly.final_answer(task, nodes[:1]) is None
