@@ -276,3 +276,15 @@ def test_the_final_answer_is_whole_when_a_part_was_never_investigated():
     assert answer["incidents"]["i2"] == entry and set(answer["incidents"]) == {"i1", "i2", "i3", "i4"}
     schema_model(task.answer_schema()).model_validate(answer)
     assert assembly.final_answer(task, nodes[:1]) is None
+
+
+def test_without_observations_a_diagnosis_answers_every_part_unseen(tmp_path: Path, rules):
+    """`arts search --without observations` (the bench's arts-no-observations) on incident-rca: no step
+    looks at the material; each node only answers its part."""
+    from arts.search.cli.main import main
+
+    run = tmp_path / "run"
+    args = ["search", "incident-rca", "--without", "observations", "--group", "2", "--rounds", "2"]
+    assert main([*args, "--run-dir", str(run), "-q"]) == 0
+    assert "investigate" not in rules.purposes and rules.purposes.count("answer") >= 4
+    assert json.loads((run / "summary.json").read_text())["best"]["test_score"] is not None
