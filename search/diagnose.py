@@ -32,7 +32,7 @@ from arts.search.render import task_line
 from arts.search.state import Node
 from arts.tasks import windows
 from arts.tasks.base import Task
-from arts.tasks.readonly import grep_lines, read_lines
+from arts.tasks.readonly import NO_MATCH, grep_lines, read_lines
 
 MAX_FILES = 40
 """Material files offered to one investigation (an enum in its grammar): a part's, or the first of all."""
@@ -58,10 +58,13 @@ def _compare(task: Task, allowed: list[str], folder: str) -> str:
     return windows.compare({p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()})
 
 
-def _noted(menu: dict, found: list[Finding], name: str) -> type:
-    """The part's answer model after the notes: menus narrowed to what the notes that do not oppose name,
+def noted_model(menu: dict, found: list[Finding], name: str) -> type:
+    """The part's answer model after the notes: menus narrowed to what the notes name (with the file each
+    is about), save notes that oppose and notes that a grep found nothing (they name what is absent);
     free strings to the lines noted."""
-    kept = [f"{f.text} ({f.region})" for f in found if f.relation != "oppose"]  # a log's file names it
+    kept = [
+        f"{f.text} ({f.region})" for f in found if f.relation != "oppose" and not f.text.startswith(NO_MATCH)
+    ]
     schema = answer_menus.quoting(
         answer_menus.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
     )
@@ -108,7 +111,7 @@ def investigate(
         entities = [v for e in answer_menus.enums(menu) for v in e["enum"] if v.lower() in said]
         words = [*_levels(texts), *dict.fromkeys(entities)]
         model = (
-            (lambda found: _noted(menu, found, part.name))
+            (lambda found: noted_model(menu, found, part.name))
             if investigator.config.menus_from_notes
             else schema_model(menu, name=f"Answer_{part.name}")
         )

@@ -35,6 +35,8 @@ SYSTEM_BIN = "/usr/bin:/bin"
 """Where allowed commands are looked up: never the working copy nor the interpreter's directory."""
 MEMORY_MB = 512
 MAX_PROCS = 8
+NO_MATCH = "no line of"
+"""How `grep_lines` says that nothing matched: a note quoting it names the pattern without finding it."""
 LINE_CHARS = 200
 """`read_lines` and `grep_lines` cut each line to this many characters."""
 
@@ -211,7 +213,7 @@ def grep_lines(task: Task, workdir: Path, pattern: str, path: str, max_matches: 
     argv = ["grep", "-n", "-i", "-m", str(max_matches), "-e", pattern, "--", path]
     result = run_readonly(task, argv, workdir)
     if result.returncode == 1:
-        return f"no line of {path} matches {pattern!r}"
+        return f"{NO_MATCH} {path} matches {pattern!r}"
     if result.returncode != 0:
         return _clip(result.output.strip()) or f"grep failed on {path}"
     return "\n".join(_clip(line.replace(":", ": ", 1)) for line in result.output.splitlines())

@@ -288,3 +288,20 @@ def test_without_observations_a_diagnosis_answers_every_part_unseen(tmp_path: Pa
     assert main([*args, "--run-dir", str(run), "-q"]) == 0
     assert "investigate" not in rules.purposes and rules.purposes.count("answer") >= 4
     assert json.loads((run / "summary.json").read_text())["best"]["test_score"] is not None
+
+
+def test_notes_that_oppose_or_found_nothing_do_not_narrow_a_menu():
+    from arts.policy.investigator import Finding
+
+    part = ap.split(SCHEMA, MATERIAL)[0]
+    notes = [
+        Finding(
+            text="no line of incidents/a/logs/api.txt matches 'cache'",
+            region="incidents/a/logs/api.txt",
+            relation="neutral",
+        ),
+        Finding(text="queue.csv: err 0 -> 1 at t3", region="incidents/a/metrics", relation="oppose"),
+        Finding(text="3: ERROR write failed", region="incidents/a/logs/db.txt", relation="support"),
+    ]
+    menu = diagnose.noted_model(part.schema, notes, "a").model_json_schema()
+    assert menu["properties"]["root_service"]["const"] == "db"  # named by the file its note is about
