@@ -347,9 +347,7 @@ def plan_for(task: Task, cfg: CommandConfig, workdir: Path, uid: int | None, *, 
     plan.prefix += ["--bind", str(workdir), str(workdir), "--chdir", str(workdir)]
     if launcher:
         plan.prefix += ["--ro-bind", str(LAUNCHER), LAUNCHER_IN_SANDBOX]
-        plan.prefix += [
-            a for f in PROTOCOL for a in ("--ro-bind", str(f), f"{LIB_IN_SANDBOX}/arts/tasks/{f.name}")
-        ]
+        plan.prefix += [a for f in PROTOCOL for a in ("--ro-bind", str(f), f"{LIB_IN_SANDBOX}/arts/tasks/{f.name}")]
     plan.prefix += ["--remount-ro", "/"]  # the new root itself: nothing can be created beside the binds
     return plan
 

@@ -28,9 +28,7 @@ def points(seed: int, n: int = 100) -> tuple[list[float], list[float]]:
 
 def score() -> tuple[float | None, str, dict]:
     train, held = points(0), points(1)
-    payload, why = protocol.run_child(
-        __file__, EDITABLE, json.dumps(train).encode(), timeout_s=CHILD_TIMEOUT_S
-    )
+    payload, why = protocol.run_child(__file__, EDITABLE, json.dumps(train).encode(), timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -48,11 +46,8 @@ def score() -> tuple[float | None, str, dict]:
     if JITTER:
         mse *= math.exp(random.gauss(0.0, JITTER))
     falling = len(curve) > 1 and curve[-1] < curve[-2]
-    return (
-        mse,
-        f"held-out mse {mse:.4f}, slope {a:.3f}, intercept {b:.3f}",
-        {"mse": mse, "train_loss": curve[-1] if curve else None, "still_falling": falling},
-    )
+    return mse, f"held-out mse {mse:.4f}, slope {a:.3f}, intercept {b:.3f}", {
+        "mse": mse, "train_loss": curve[-1] if curve else None, "still_falling": falling}
 
 
 def child(payload: bytes) -> bytes:

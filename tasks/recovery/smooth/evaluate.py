@@ -32,9 +32,7 @@ def signal(seed: int = 0) -> tuple[list[float], list[float]]:
 
 def score() -> tuple[float | None, str, dict]:
     clean, noisy = signal()
-    payload, why = protocol.run_child(
-        __file__, EDITABLE, json.dumps(noisy).encode(), timeout_s=CHILD_TIMEOUT_S
-    )
+    payload, why = protocol.run_child(__file__, EDITABLE, json.dumps(noisy).encode(), timeout_s=CHILD_TIMEOUT_S)
     if payload is None:
         return None, why, {}
     try:
@@ -49,11 +47,8 @@ def score() -> tuple[float | None, str, dict]:
     if JITTER:
         rmse *= math.exp(random.gauss(0.0, JITTER))
     worst = max(range(N), key=lambda i: abs(out[i] - clean[i]))
-    return (
-        rmse,
-        f"rmse {rmse:.4f}, largest error {abs(out[worst] - clean[worst]):.3f} at sample {worst}",
-        {"rmse": rmse, "largest_error": abs(out[worst] - clean[worst])},
-    )
+    return rmse, f"rmse {rmse:.4f}, largest error {abs(out[worst] - clean[worst]):.3f} at sample {worst}", {
+        "rmse": rmse, "largest_error": abs(out[worst] - clean[worst])}
 
 
 def child(payload: bytes) -> bytes:

@@ -9,8 +9,6 @@ def smooth(signal):
     out = list(signal)
     half = WINDOW // 2
     for _ in range(PASSES):
-        out = [
-            sum(out[max(i - half, 0) : i + half + 1]) / len(out[max(i - half, 0) : i + half + 1])
-            for i in range(len(out))
-        ]
+        out = [sum(out[max(i - half, 0) : i + half + 1]) / len(out[max(i - half, 0) : i + half + 1])
+               for i in range(len(out))]
     return out
