@@ -34,16 +34,21 @@ def named(value: str, text_words: set[str], pieces: bool = True) -> bool:
     )
 
 
-def enums(node: Any):
-    """Every string enum list of a schema (in place), including those of array items."""
+def _strings(node: Any):
+    """Every string schema inside a schema (in place), those of array items included."""
     if isinstance(node, dict):
-        if node.get("type") == "string" and isinstance(node.get("enum"), list):
+        if node.get("type") == "string":
             yield node
         for value in node.values():
-            yield from enums(value)
+            yield from _strings(value)
     elif isinstance(node, list):
         for value in node:
-            yield from enums(value)
+            yield from _strings(value)
+
+
+def enums(node: Any):
+    """Every string enum of a schema (in place)."""
+    return (n for n in _strings(node) if isinstance(n.get("enum"), list))
 
 
 def entities(values: list[str], material_words: set[str]) -> bool:
@@ -80,18 +85,9 @@ def quoting(schema: dict, quotes: list[str]) -> dict:
     """A copy of `schema` whose free strings (no enum) must be one of `quotes` that fits their length: an
     answer's evidence line is then a line the investigation noted, never invented text."""
     out = copy.deepcopy(schema)
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "string" and "enum" not in node and "const" not in node:
-                lo, hi = node.get("minLength", 0), node.get("maxLength", 10**9)
-                if fits := list(dict.fromkeys(q for q in quotes if lo <= len(q) <= hi)):
-                    node["enum"] = fits
-            for value in node.values():
-                walk(value)
-        elif isinstance(node, list):
-            for value in node:
-                walk(value)
-
-    walk(out)
+    for node in _strings(out):
+        if "enum" not in node and "const" not in node:
+            lo, hi = node.get("minLength", 0), node.get("maxLength", 10**9)
+            if fits := list(dict.fromkeys(q for q in quotes if lo <= len(q) <= hi)):
+                node["enum"] = fits
     return out
