@@ -3,6 +3,7 @@ searches on (`search.bench.recovery`, `scripts/recovery_bench.py`)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,35 @@ def test_every_scenario_fails_as_constructed(tmp_path):
             assert worse, (s.name, before.score, after.score)
 
 
+def test_a_tuned_parent_is_a_local_optimum_that_only_the_remedy_beats(tmp_path):
+    """Where a scenario tunes its parent, no step of one or two along any integer knob beats it, and the
+    right route's program (`remedy`) does: recovery from there measures the route, not luck."""
+    tuned = [s for s in load_scenarios() if s.parent]
+    assert {s.level for s in tuned} >= {"repair", "refine_local", "refine_structural", "pivot"}
+    parents: dict[str, float] = {}
+    for s in tuned:
+        task = load_task(make_task(s, tmp_path / "tasks"))
+        seed = task.seed_files()
+        program = seed["solution.py"]
+        if program not in parents:
+            parents[program] = task.normalise(run_evaluation(task, seed, tmp_path / f"{s.name}-p").score)
+            knobs = re.findall(r"^([A-Z_]+) = (\d+)\b", program, re.M)
+            assert knobs, s.name
+            for name, value in knobs:
+                for step in (-2, -1, 1, 2):
+                    if int(value) + step < 1:
+                        continue
+                    moved = program.replace(f"{name} = {value}", f"{name} = {int(value) + step}", 1)
+                    res = run_evaluation(
+                        task, {**seed, "solution.py": moved}, tmp_path / f"{s.name}-{name}{step}"
+                    )
+                    assert task.normalise(res.score) <= parents[program], (s.name, name, step, res.score)
+        fixed = run_evaluation(
+            task, {**seed, "solution.py": s.remedy_program(program)}, tmp_path / f"{s.name}-r"
+        )
+        assert fixed.valid and task.normalise(fixed.score) > parents[program], (s.name, fixed.score)
+
+
 def test_a_bad_edit_names_the_scenario_and_the_text():
     s = load_scenarios(names=["lf-overshoot"])[0].model_copy(update={"edits": [("LR = 9", "LR = 1")]})
     with pytest.raises(ValueError, match="lf-overshoot: 'LR = 9' is in the seed 0 times"):
@@ -71,6 +101,19 @@ def test_a_scenario_run_routes_its_failure_and_searches_on(tmp_path, rules, meth
         assert row["route"] == "none" and not row["right"]
     append_row(tmp_path / "rows.csv", row)
     assert read_rows(tmp_path / "rows.csv")[0]["scenario"] == "lf-overshoot"
+
+
+def test_a_run_from_a_tuned_parent_starts_there_and_fails_as_stated(tmp_path, rules):
+    """The run's root is the scenario's parent (the tuned program), and round 1 its failed child."""
+    s = load_scenarios(names=["lo-sm-median-import"])[0]
+    row = run_scenario(s, "arts", 0, 0, tmp_path)
+    assert row["failed"] and abs(-row["parent"] - 0.1843) < 1e-4
+    with Store.open_readonly(tmp_path / "runs" / f"{s.name}--arts--s0") as store:
+        state = store.load_state()
+    root = next(n for n in state.nodes.values() if n.parent is None)
+    assert "WINDOW = 9" in root.files["solution.py"] and "PASSES = 9" in root.files["solution.py"]
+    failed = next(n for n in state.nodes.values() if n.round == 1)
+    assert failed.score is None and "median" in failed.files["solution.py"]
 
 
 def test_the_summary_gives_intervals_and_the_differences_to_arts():

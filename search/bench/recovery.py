@@ -1,9 +1,10 @@
 """The recovery benchmark: failed experiments whose cause is known by construction, and what each method
 makes of them (SAGE's measure of failure attribution).
 
-A scenario (`tasks/recovery/scenarios.toml`) is a task of `tasks/recovery/` whose seed program is the
-parent, and one failed child: the seed with a few text edits, tried for a stated hypothesis, whose right
-route is known (`level`: repair a bug, fix the protocol, refine locally or structurally, pivot, accept).
+A scenario (`tasks/recovery/scenarios.toml`) is a task of `tasks/recovery/` whose seed program (as the
+template has it, or tuned by the scenario to a local optimum of its knobs) is the parent, and one failed
+child: the seed with a few text edits, tried for a stated hypothesis, whose right route is known (`level`:
+repair a bug, fix the protocol, refine locally or structurally, pivot, accept).
 A run of a scenario evaluates the seed, then makes round 1 the failed experiment: its program evaluated as
 any node (uncounted, like the seed; with measurement jitter, again until it measures below its parent,
 as the scenario says happened), registered as the round's hypothesis and settled as an arts round settles
@@ -65,7 +66,14 @@ class Scenario(BaseModel):
     why: str
     """What makes `level` right, with the scores that show it."""
     edits: list[tuple[str, str]] = Field(min_length=1)
-    """[old, new] replacements in the seed's solution.py, each old text found exactly once."""
+    """[old, new] replacements in the parent's solution.py, each old text found exactly once."""
+    parent: list[tuple[str, str]] = []
+    """[old, new] replacements in the task template's seed that make this scenario's parent (its seed): a
+    tuned program, at a local optimum of its knobs, so that only the right route's fix pays. Empty: the
+    template's seed as it is."""
+    remedy: list[tuple[str, str]] = []
+    """[old, new] replacements in the parent: the program the right route leads to, which beats the parent
+    (the tests check it; the benchmark never shows it to a method)."""
     jitter: float = Field(0.0, ge=0.0)
     """Relative noise of the task's measurement (the evaluator's JITTER); 0: exact."""
     held_out: bool = False
@@ -79,14 +87,26 @@ class Scenario(BaseModel):
         return self
 
     def failed_program(self, seed: str) -> str:
-        """The seed's program with the edits made; a missing or repeated old text is an error."""
-        for old, new in self.edits:
-            if seed.count(old) != 1:
+        """The parent's program (the run's seed) with the edits made; a missing or repeated old text is an
+        error."""
+        return self._edited(seed, self.edits, "the seed")
+
+    def parent_program(self, template: str) -> str:
+        """The task template's seed program made this scenario's parent."""
+        return self._edited(template, self.parent, "the template's seed")
+
+    def remedy_program(self, seed: str) -> str:
+        """The parent's program (the run's seed) fixed the way the scenario's level says."""
+        return self._edited(seed, self.remedy, "the seed")
+
+    def _edited(self, text: str, edits: list[tuple[str, str]], what: str) -> str:
+        for old, new in edits:
+            if text.count(old) != 1:
                 raise ValueError(
-                    f"scenario {self.name}: {old!r} is in the seed {seed.count(old)} times, not once"
+                    f"scenario {self.name}: {old!r} is in {what} {text.count(old)} times, not once"
                 )
-            seed = seed.replace(old, new)
-        return seed
+            text = text.replace(old, new)
+        return text
 
 
 def load_scenarios(path: Path = SCENARIOS, names: list[str] | None = None) -> list[Scenario]:
@@ -102,11 +122,15 @@ def load_scenarios(path: Path = SCENARIOS, names: list[str] | None = None) -> li
 
 
 def make_task(s: Scenario, where: Path) -> Path:
-    """The scenario's task folder under `where`: its template, with the measurement's jitter set."""
+    """The scenario's task folder under `where`: its template, with the scenario's parent as the seed
+    and the measurement's jitter set."""
     dest = where / s.name
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(ROOT / s.task, dest)
+    if s.parent:
+        solution = dest / "solution.py"
+        solution.write_text(s.parent_program(solution.read_text()))
     if s.jitter:
         evaluator, toml = dest / "evaluate.py", dest / "task.toml"
         text = evaluator.read_text()
