@@ -25,6 +25,7 @@ from arts.policy.call import ask
 from arts.policy.edits.apply import EditError, apply_edit, program_key
 from arts.policy.edits.moves import directed_target
 from arts.policy.edits.prompt import action_prompt, one_line, window
+from arts.policy.edits.quickfix import name_fixes
 from arts.policy.edits.schema import edit_schema, unwrap
 from arts.policy.edits.step_menus import direction, mentioned, step_menus
 from arts.tasks.base import EvalResult
@@ -163,13 +164,15 @@ class Executor:
         tried: str = "",
         share: tuple[int, int] | None = None,
         level: int = 0,
+        failure: str = "",
     ) -> ExecutorResult:
         """Edit `files` until `validate` says valid, or `max_actions` model calls or `max_evals`
         evaluations are spent. `known(files)` names an earlier evaluation of exactly these files (such an
         edit is rejected before an evaluation is spent); `tried` lists earlier edits and their scores;
         `share` = (i, k): this is the i-th of k executors running the same hypothesis at once, and each
         menu offers its i-th share (`policy.edits.step_menus`); `level`: the compass's step level on these
-        files (`search.compass`)."""
+        files (`search.compass`); `failure`: why `files` failed, when a repair starts from a failed program
+        (a crash on a name is tried first with its quick fixes, `policy.edits.quickfix`)."""
         cfg, out = self.config, ExecutorResult(files=dict(files))
         focus, last_error, current, evals = editable[0], "", dict(files), 0
         seen: dict[str, str] = {}  # programs evaluated during this run -> what they gave
@@ -177,7 +180,16 @@ class Executor:
         repeats = 0
         sides = direction(hypothesis, {p: files.get(p, "") for p in editable})
         move = directed_target(hypothesis)
-        for step in range(cfg.max_actions):
+        for path, (label, text) in [(p, f) for p in editable for f in name_fixes(files.get(p, ""), failure)]:
+            entry = {"action": None, "op": "quick_fix", "fix": label, "error": None, "applied": False}
+            out.transcript.append(entry)
+            last_error = self._validated({**current, path: text}, validate, entry, out, known, seen)
+            evals += "valid" in entry
+            if entry.get("valid"):
+                return out
+            if evals >= cfg.max_evals:
+                break
+        for step in range(cfg.max_actions if evals < cfg.max_evals else 0):
             work = {p: current.get(p, "") for p in editable}
             seedless = not any(t.strip() for t in work.values())
             span = window(work[focus], hypothesis, cfg.show_chars) if work[focus] else (1, 1)
@@ -332,6 +344,25 @@ class Executor:
         except EditError as e:
             entry["error"] = f"the edit was rejected: {one_line(str(e), self.config.feedback_chars)}"
             return entry["error"]
+        return self._validated(files, validate, entry, out, None, seen, key)
+
+    def _validated(
+        self,
+        files: dict[str, str],
+        validate: Callable[[dict[str, str]], EvalResult],
+        entry: dict[str, Any],
+        out: ExecutorResult,
+        known: Callable[[dict[str, str]], str | None] | None,
+        seen: dict[str, str],
+        key: str | None = None,
+    ) -> str:
+        """Evaluate `files` (unless `known` ran them already: then the error says so), update `out` and
+        `entry`; the error to show next ("" if none)."""
+        if key is None:
+            key = program_key(files)
+            if earlier := seen.get(key) or (known(files) if known else None):
+                entry["error"] = f"this exact program was already evaluated ({earlier})"
+                return entry["error"]
         t0 = time.perf_counter()
         result = validate(files)
         out.eval_s += time.perf_counter() - t0

@@ -199,11 +199,13 @@ class Lab:
         edit: Edit | None = None,
         instructions: str = "",
         follows: int | None = None,
+        start: Node | None = None,
     ) -> Node:
         """Run one experiment from `parent` and commit the node (pending first, so a kill leaves a trace);
-        `instructions` reach the executor besides the hypothesis; `follows` links a follow-up."""
+        `instructions` reach the executor besides the hypothesis; `follows` links a follow-up; `start`: a
+        failed node whose program the executor edits instead of the parent's (a repair)."""
         node = self.begin(parent, hypothesis, axis, rollout, instructions, follows)
-        return self.finish(node, parent, rollout, edit)
+        return self.finish(node, parent, rollout, edit, start=start)
 
     def begin(
         self,
@@ -238,6 +240,7 @@ class Lab:
         rollout: Rollout | None = None,
         edit: Edit | None = None,
         share: tuple[int, int] | None = None,
+        start: Node | None = None,
     ) -> Node:
         """Run a pending node's experiment and commit its outcome (see `expand`); `share`: the executor's
         share of the menus among those running the same hypothesis at once (`policy.edits.step_menus`)."""
@@ -254,7 +257,7 @@ class Lab:
                 )  # fmt: skip
                 self.findings[node.id] = found
             else:
-                node = self._execute(node, parent, workdir, share)
+                node = self._execute(node, parent, workdir, share, start)
         except BudgetSpent:
             node.status, node.reason = "invalid", "evaluation budget spent before a valid result"
         node.exec_s = max(time.time() - t0 - node.eval_s, 0.0)
@@ -275,11 +278,18 @@ class Lab:
         )
         return node
 
-    def _execute(self, node: Node, parent: Node, workdir: Path, share: tuple[int, int] | None = None) -> Node:
+    def _execute(
+        self,
+        node: Node,
+        parent: Node,
+        workdir: Path,
+        share: tuple[int, int] | None = None,
+        start: Node | None = None,
+    ) -> Node:
         names = mentioned(node.hypothesis, {p: parent.files.get(p, "") for p in self.task.config.editable})
         result = self.agents.executor.run(
             node.hypothesis,
-            dict(parent.files),
+            dict((start or parent).files),
             self.task.config.editable,
             lambda files: self.evaluate(files, workdir),
             task_summary=task_line(self.task.statement),
@@ -288,6 +298,7 @@ class Lab:
             tried=tried_edits(self.state, names, self.task.normalise),
             share=share,
             level=compass.level(self.state, parent, self.task.normalise),
+            failure=start.reason if start is not None else "",
         )
         node.files, node.transcript = result.files, result.transcript
         node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens

@@ -4,7 +4,7 @@ A decision only counts if it changes what happens next. `hypotheses.Exploit` tur
 follow-up, stored in the run's meta (`follow_ups`, so a killed run resumes with them), and the next arts
 round runs them first:
 - repair: the same hypothesis from the same parent again, with the cause and its fix as the executor's
-  instructions: a new node that `follows` the failed one;
+  instructions: a new node that `follows` the failed one, edited from the failed program (`start`);
 - remeasure (fix_protocol on a scored node): the node's program evaluated once more. The task contract
   offers no other protocol knob (no seed, no budget), so a doubtful measurement is checked by repeating
   it: when the two disagree, the node keeps the worse score and says so (its place as best or as a parent
@@ -51,6 +51,8 @@ class FollowUp(BaseModel):
     """The attributed node it follows up."""
     parent: int
     """The node the experiment starts from (the node itself, for a remeasurement)."""
+    start: int | None = None
+    """A repair's failed node, whose program (the idea with its bug) the executor edits; None: `parent`'s."""
     text: str
     """The hypothesis as the executor reads it; for a probe, the constant probed."""
     axis: str = ""
@@ -130,6 +132,7 @@ def as_run(item: FollowUp, state: SearchState, ledger: Ledger, deterministic: bo
         update={
             "step": "repair",
             "parent": node.parent,
+            "start": None,
             "instructions": f"{why}: try the hypothesis another way.",
         }
     )

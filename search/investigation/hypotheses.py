@@ -228,12 +228,20 @@ class Exploit:
         self, step: str, decision: str, hypothesis: int, node: Node, parent: int, text: str, axis: str,
         instructions: str,
     ) -> None:  # fmt: skip
-        """Schedule one follow-up, unless the attributed node is itself one (a chain stops after one)."""
+        """Schedule one follow-up, unless the attributed node is itself one (a chain stops after one). A
+        repair of the implementation edits the failed program, where it changed its parent's."""
         if node.follows is not None or not self.follow_ups:
             return
+        origin = self.ledger.state.nodes.get(parent)
+        own = (
+            step == "repair"
+            and decision != "fix_protocol"
+            and origin is not None
+            and node.files != origin.files
+        )
         item = followups.FollowUp(
             step=step, decision=decision, hypothesis=hypothesis, node=node.id, parent=parent, text=text,
-            axis=axis, instructions=instructions[:300], round=self.round,
+            axis=axis, instructions=instructions[:300], round=self.round, start=node.id if own else None,
         )  # fmt: skip
         followups.schedule(self.ledger, item)
 

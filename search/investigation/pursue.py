@@ -73,7 +73,10 @@ def follow(run: Run, item: followups.FollowUp) -> Node | None:
         return None
     if (moved := space.work(h, run.round)) is not None:  # a refinement's child enters the working set
         h = run.ledger.update(moved)
-    node = run.lab.expand(parent, item.text, item.axis, instructions=item.instructions, follows=item.node)
+    start = state.nodes.get(item.start) if item.start is not None else None
+    node = run.lab.expand(
+        parent, item.text, item.axis, instructions=item.instructions, follows=item.node, start=start
+    )
     found = run.lab.findings.pop(node.id, None)
     observations.after_node(
         run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
