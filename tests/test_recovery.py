@@ -131,6 +131,20 @@ def test_a_repair_edits_the_failed_program_and_recovers_past_the_parent(tmp_path
     assert repair.transcript[0]["op"] == "quick_fix"
 
 
+def test_a_refinement_of_a_worse_program_edits_that_program_under_its_parent(tmp_path, rules):
+    """The median over 101 samples is valid and worse: refined, its own program is edited (the median
+    stays; a knob of it moves), while the node's parent in the tree is the tuned parent."""
+    s = load_scenarios(names=["lo-sm-median-wide"])[0]
+    row = run_scenario(s, "arts", 0, 2, tmp_path)
+    assert row["route"].startswith("refine")
+    with Store.open_readonly(tmp_path / "runs" / f"{s.name}--arts--s0") as store:
+        state = store.load_state()
+    failed = next(n for n in state.nodes.values() if n.round == 1)
+    refined = next(n for n in state.nodes.values() if n.follows == failed.id)
+    assert refined.parent == failed.parent and "median(" in refined.files["solution.py"]
+    assert refined.files["solution.py"] != failed.files["solution.py"]
+
+
 def test_the_summary_gives_intervals_and_the_differences_to_arts():
     rows = [
         {"scenario": f"s{i}", "level": "repair", "method": m, "seed": k, "failed": "True",

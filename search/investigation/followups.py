@@ -15,7 +15,7 @@ round runs them first:
   node's parent (`as_run`). Measured on a quadrature task: 2 of 12 evaluations of a run went to
   remeasurements that repeated a score exactly, the second of them after the first had;
 - refine: the refined child hypothesis (with its lineage) from the better of the attributed node and its
-  parent, with the fix as instructions; the child becomes a working hypothesis with that node's evidence.
+  parent, with the fix as instructions (a valid but worse program is edited under its parent: `start`); the child becomes a working hypothesis with that node's evidence.
 A comparison's predictions that name a constant of the best program schedule a probe of it
 (`probes`): a prediction that tells hypotheses apart becomes a measurement. A comparison's `flawed` verdict (a bug or a broken protocol, not a refutation) schedules a retest the same
 way: a remeasurement of a scored node, else a repair. Follow-ups are the harness's experiments, not the scientist's samples: they make no rollout, so
@@ -52,7 +52,7 @@ class FollowUp(BaseModel):
     parent: int
     """The node the experiment starts from (the node itself, for a remeasurement)."""
     start: int | None = None
-    """A repair's failed node, whose program (the idea with its bug) the executor edits; None: `parent`'s."""
+    """The failed node whose program (the idea, with its bug or its flaw) the executor edits; None: `parent`'s."""
     text: str
     """The hypothesis as the executor reads it; for a probe, the constant probed."""
     axis: str = ""

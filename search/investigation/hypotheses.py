@@ -204,8 +204,11 @@ class Exploit:
             self.ledger.event("hypothesis", round=self.round, id=child.id, text=child.text, refines=h.id)
             self.commit(space.set_aside(h, self.round, self.cooldown), "refined", h)
             if attributed is not None and attributed.parent is not None:
-                start = followups.start_of(state, attributed)
-                self.follow_up("refine", d.action, child.id, attributed, start, child.text, h.axis, told)
+                start = followups.start_of(state, attributed)  # a worse but valid program is refined
+                worse = attributed.id if start != attributed.id and attributed.status == "valid" else None
+                self.follow_up(
+                    "refine", d.action, child.id, attributed, start, child.text, h.axis, told, worse
+                )
             return 1
         self.commit(space.archive(h, self.round), "archived", h)  # pivot: a fatal flaw of the method
         self.note(f"h{h.id} abandoned (fatal flaw): {cause}", node)
@@ -226,10 +229,11 @@ class Exploit:
 
     def follow_up(
         self, step: str, decision: str, hypothesis: int, node: Node, parent: int, text: str, axis: str,
-        instructions: str,
+        instructions: str, edits: int | None = None,
     ) -> None:  # fmt: skip
         """Schedule one follow-up, unless the attributed node is itself one (a chain stops after one). A
-        repair of the implementation edits the failed program, where it changed its parent's."""
+        repair of the implementation edits the failed program, where it changed its parent's; `edits`: the
+        node whose program the executor edits otherwise (a refinement's worse program), under `parent`."""
         if node.follows is not None or not self.follow_ups:
             return
         origin = self.ledger.state.nodes.get(parent)
@@ -241,7 +245,7 @@ class Exploit:
         )
         item = followups.FollowUp(
             step=step, decision=decision, hypothesis=hypothesis, node=node.id, parent=parent, text=text,
-            axis=axis, instructions=instructions[:300], round=self.round, start=node.id if own else None,
+            axis=axis, instructions=instructions[:300], round=self.round, start=node.id if own else edits,
         )  # fmt: skip
         followups.schedule(self.ledger, item)
 
