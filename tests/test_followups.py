@@ -238,6 +238,27 @@ def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch
         assert any(r["node"] == retests[0]["node"] for r in _events(state, "remeasure"))
 
 
+def test_a_routed_decision_is_not_overridden_by_a_flawed_verdict(tmp_path, rules, monkeypatch):
+    """The comparison calls every experiment flawed; where the attribution routed a failure, its route
+    still decides what runs next (a retest only follows experiments no route acted on)."""
+
+    def flag_all(b, schema):
+        answer = doubles.compare_answer(b, schema)
+        return answer | {"flawed": [v["hypothesis"] for v in answer["verdicts"]]}
+
+    rules.bad_edits, rules.cause = 2, ("implementation", "major")
+    monkeypatch.setitem(doubles.ANALYSIS, "compare", flag_all)
+    run_with_rules(_cfg(tmp_path, budget={"evals": 8}), tmp_path / "run")
+    state = _state(tmp_path / "run")
+    routed = {
+        (e["node"], e["round"]): e["decision"]["action"]
+        for e in _events(state, "routing")
+        if e.get("decision") and e["decision"]["action"] not in ("accept", "pivot")
+    }
+    scheduled = [e for e in _events(state, "follow_up_scheduled") if (e["node"], e["round"]) in routed]
+    assert scheduled and all(e["decision"] == routed[e["node"], e["round"]] for e in scheduled)
+
+
 def test_a_prediction_that_names_a_constant_becomes_a_probe(tmp_path, rules):
     """The scripted comparison predicts 'X above 3 scores lower': X is probed on the best node, halved and
     doubled, and the observation relates to every working hypothesis (X's movers by their direction)."""
@@ -325,3 +346,23 @@ def test_a_local_and_a_structural_refinement_run_different_experiments(tmp_path,
         assert node.instructions.startswith("Refined locally: the same change with a smaller step")
     else:
         assert "; " in child.text and node.instructions.startswith("Refined structurally")
+
+
+def test_on_an_exact_evaluator_a_flawed_program_is_edited_and_a_doubted_protocol_tried_anew():
+    """A remeasurement would repeat an exact score: a retest (the comparison called the program flawed)
+    edits that program; a protocol fix implements the hypothesis again from the parent."""
+    from arts.search.investigation.followups import FollowUp, as_run
+    from arts.search.state import Node
+
+    state = SearchState()
+    state.nodes[1] = Node(
+        id=1, parent=None, depth=0, round=0, hypothesis="", axis="", files={}, status="seed"
+    )
+    state.nodes[2] = Node(id=2, parent=1, depth=1, round=1, hypothesis="h", axis="", files={}, status="valid")
+
+    def item(decision):
+        return FollowUp(step="remeasure", decision=decision, node=2, parent=2, text="h", round=1)
+
+    retest, protocol = (as_run(item(d), state, None, deterministic=True) for d in ("retest", "fix_protocol"))
+    assert (retest.step, retest.parent, retest.start) == ("repair", 1, 2)
+    assert (protocol.step, protocol.parent, protocol.start) == ("repair", 1, None)

@@ -110,7 +110,7 @@ def agree(a: float, b: float) -> bool:
 def reproducible(ledger: Ledger, declared: bool = False) -> bool:
     """Whether this run's evaluator is deterministic: `declared` so by its task (`metric.deterministic`),
     or shown so: it has remeasured a node, and every remeasurement reproduced the first score."""
-    seen = ledger.events("remeasure")
+    seen = [] if declared else ledger.events("remeasure")
     return declared or (bool(seen) and all(e.payload["stable"] for e in seen))
 
 
@@ -132,7 +132,7 @@ def as_run(item: FollowUp, state: SearchState, ledger: Ledger, deterministic: bo
         update={
             "step": "repair",
             "parent": node.parent,
-            "start": None,
+            "start": node.id if item.decision == "retest" else None,  # a flawed program: edit it
             "instructions": f"{why}: try the hypothesis another way.",
         }
     )

@@ -164,12 +164,12 @@ class Exploit:
             h = state.hypotheses[h.id]
             node = next((n for n in h.nodes if n in decisions), None)
             decision = decisions[node] if node is not None else None
+            if decision is not None and decision.action != "accept":  # the attribution's route decides
+                changed += self.route(h, decision, node)
+                continue
             if h.id in flawed:
                 self.note(f"h{h.id}: the experiment was flawed; retest it", h.nodes[-1] if h.nodes else None)
                 self.retest(h)
-                continue
-            if decision is not None and decision.action != "accept":
-                changed += self.route(h, decision, node)
                 continue
             if decision is not None:  # accept: the result stands as measured, judged as any other
                 self.ledger.event("hypothesis_status", round=self.round, id=h.id, status="accepted")
