@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from arts.policy.edits.moves import directed_target
 from arts.search.config import SearchConfig
 from arts.search.store import Store
 from tests.doubles import dual_cfg, run_with_rules
@@ -63,17 +64,30 @@ def test_failures_are_attributed_and_routed_with_their_inputs(tmp_path, rules):
     assert {"causes", "critic", "judge"} <= set(rules.purposes)
 
 
-def test_a_fatal_method_flaw_pivots_and_later_candidates_must_be_distinct(tmp_path, rules):
+def test_a_fatal_method_flaw_pivots_and_later_candidates_avoid_its_direction(tmp_path, rules):
     rules.bad_edits, rules.cause, rules.judge = 2, ("method", "fatal"), (False, 0.9)
     cfg = dual_cfg(tmp_path, budget={"evals": 6, "rounds": 4}, scientist={"directed": False})  # one target
     summary = run_with_rules(cfg, tmp_path / "run")
     state = _state(tmp_path / "run")
     archived = [h for h in state.hypotheses.values() if h.archived]
     assert archived and summary["routing"].get("pivot", 0) >= 1
-    # the scripted scientist keeps proposing the same direction: every later proposal is refused
-    assert any(e.kind == "indistinct" for e in state.events.values())
-    later = [n for n in state.nodes.values() if n.round > min(h.updated_round for h in archived)]
-    assert not later
+    # the scripted scientist keeps proposing both directions on X: the given-up one is refused
+    for h in archived:
+        way = directed_target(h.text)
+        again = [
+            n
+            for n in state.nodes.values()
+            if n.round > h.updated_round and directed_target(n.hypothesis) == way
+        ]
+        assert way and not again
+    first = min(archived, key=lambda h: h.updated_round)
+    way = directed_target(first.text)
+    other = [
+        n
+        for n in state.nodes.values()
+        if n.round > first.updated_round and directed_target(n.hypothesis) != way
+    ]
+    assert other  # the other step on X still ran: a pivot gives up a direction, not the knob
 
 
 def test_the_verdict_clamp_turns_a_pivot_into_a_refinement(tmp_path, rules):

@@ -1,6 +1,6 @@
 """Decisions that act: each route of a failure attribution changes what the next round does (a repair re-runs
 the hypothesis with the fix as instructions, a refinement runs its child, a protocol fix remeasures, a pivot
-keeps later proposals off the abandoned target, accept schedules nothing), a stall's decision reaches the
+gives up a direction, the opposite step stays open, accept schedules nothing), a stall's decision reaches the
 hypotheses of the plateau, and the ablation switches change the run as named. Harness tests: the scripted
 RuleBackend answers every model call."""
 
@@ -132,19 +132,32 @@ def test_accept_schedules_nothing_and_keeps_the_result(tmp_path, rules, monkeypa
     assert any(e["status"] == "accepted" for e in _events(state, "hypothesis_status"))
 
 
-def test_a_pivot_keeps_later_proposals_off_the_abandoned_target():
+def test_a_pivot_gives_up_a_direction_and_the_opposite_step_stays_open():
+    """A pivot on `increase LR` shuts out that direction, not the knob: `decrease LR` may be drawn and the
+    menus still offer it; a free archived hypothesis gives up its axis and what reads like it."""
     state = SearchState(
         hypotheses={
             1: Hypothesis(id=1, text="increase LR to 0.01", axis="lr", archived=True, status="set_aside"),
+            2: Hypothesis(
+                id=2, text="use a cosine schedule", axis="schedule", archived=True, status="set_aside"
+            ),
         }
     )
-    assert hypotheses.abandoned(state) == {"lr", "LR"}
+    assert hypotheses.abandoned(state) == {"increase LR", "schedule"}
     cands = [
-        Candidate(parent=1, hypothesis="decrease LR to 0.001", axis="step size", probability=0.5),
-        Candidate(parent=1, hypothesis="raise the learning rate", axis="LR", probability=0.3),
+        Candidate(parent=1, hypothesis="increase LR by 10%", axis="lr", probability=0.4),
+        Candidate(parent=1, hypothesis="decrease LR to 0.001", axis="lr", probability=0.3),
         Candidate(parent=1, hypothesis="increase BATCH to 128", axis="batch", probability=0.2),
+        Candidate(parent=1, hypothesis="warm restarts", axis="Schedule", probability=0.1),
+        Candidate(parent=1, hypothesis="use a cosine schedule instead", axis="decay", probability=0.1),
     ]
-    assert hypotheses.admissible(state, cands, round=3, threshold=0.5) == [False, False, True]
+    assert hypotheses.admissible(state, cands, round=3, threshold=0.5) == [False, True, True, False, False]
+    menus = {"LR": ("increase", "decrease"), "WD": ("increase", "decrease")}
+    assert hypotheses.open_moves(menus, {"increase LR"}) == {
+        "LR": ("decrease",),
+        "WD": ("increase", "decrease"),
+    }
+    assert hypotheses.open_moves({"LR": ("increase",)}, {"increase LR"}) == {}  # nothing left on it
 
 
 def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_plateau(tmp_path):

@@ -2,7 +2,7 @@
 tested one is kept, refined or set aside afterwards.
 
 - `admissible`: a candidate is not drawn while it repeats a set-aside hypothesis in its cooldown, an
-  archived one, or comes too close to a direction abandoned by a pivot;
+  archived one, or goes in a direction abandoned by a pivot (`abandoned`; the menus leave it out too);
 - `selection_weights`: a stated probability is shared among the candidates of its region (every region
   weighs like one candidate) and raised when the candidate cites an unexplained observation;
 - `register`: the drawn candidate as a working hypothesis (found, revived or created);
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import Counter
 
 from arts.policy.candidates import Candidate
-from arts.policy.edits.moves import directed_target
+from arts.policy.edits.moves import Moves, directed_target
 from arts.policy.proposal_schema import HYPOTHESIS_CHARS
 from arts.search.investigation import followups, probes, space, standing
 from arts.search.investigation.attribution import Decision, distinct
@@ -24,23 +24,34 @@ from arts.search.render import HYPOTHESIS_LINE_CHARS, INSIGHT_CHARS
 from arts.search.state import Hypothesis, Insight, Node, SearchState
 
 
-def _target(text: str) -> str | None:
+def _direction(text: str) -> str | None:
     found = directed_target(text)
-    return found[1] if found else None
+    return f"{found[0]} {found[1]}" if found else None
 
 
 def abandoned(state: SearchState) -> set[str]:
-    """What pivots gave up: the axes of archived hypotheses and the targets directed ones changed
-    (`increase LR` -> `LR`). The next proposals come from elsewhere: candidates on them are not drawn, and
-    the small profile's target menus leave them out."""
+    """What pivots gave up: the direction of an archived directed hypothesis (`increase LR`), the axis of
+    an archived free one. The opposite step on a knob stays open: one step that hurt says nothing against
+    the other (a pivot on `increase TOL` had shut out `decrease TOL`, the move that paid, for the rest of a
+    run). Candidates in a given-up direction are not drawn, and the small profile's menus leave it out."""
     out = set()
     for h in state.hypotheses.values():
-        if h.archived:
-            out |= {x for x in (h.axis, _target(h.text)) if x}
+        if h.archived and (given_up := _direction(h.text) or h.axis):
+            out.add(given_up)
     return out
 
 
+def open_moves(moves: Moves, gone: set[str]) -> Moves:
+    """The menus without the given-up directions (`abandoned`); a target none of whose verbs is left goes."""
+    kept = {name: tuple(v for v in verbs if f"{v} {name}" not in gone) for name, verbs in moves.items()}
+    return {name: verbs for name, verbs in kept.items() if verbs}
+
+
 def admissible(state: SearchState, cands: list[Candidate], round: int, threshold: float) -> list[bool]:
+    """Per candidate, whether it may be drawn: not a set-aside hypothesis in its cooldown, not an archived
+    one, and not in a direction a pivot gave up; a free candidate must also differ in meaning from every
+    archived hypothesis (a directed one is judged by its direction alone: `decrease TOL` reads much like
+    `increase TOL`)."""
     archived = [h.text for h in state.hypotheses.values() if h.archived]
     given_up = abandoned(state)
     out = []
@@ -48,8 +59,9 @@ def admissible(state: SearchState, cands: list[Candidate], round: int, threshold
         h = space.find_hypothesis(state, c.hypothesis)
         cooling = h is not None and h.status == "set_aside" and h not in space.revivable(state, round)
         gone = h is not None and h.archived
-        far = not archived or distinct(c.hypothesis, archived, threshold)
-        elsewhere = space.normalise_label(c.axis) not in given_up and _target(c.hypothesis) not in given_up
+        direction = _direction(c.hypothesis)
+        far = direction is not None or not archived or distinct(c.hypothesis, archived, threshold)
+        elsewhere = space.normalise_label(c.axis) not in given_up and direction not in given_up
         out.append(not cooling and not gone and far and elsewhere)
     return out
 

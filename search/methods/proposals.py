@@ -133,7 +133,7 @@ def propose(
         )
         return Proposed([], None)
     if moves and (gone := hypotheses.abandoned(run.state)):  # a pivot: propose from elsewhere
-        moves = {name: verbs for name, verbs in moves.items() if name not in gone} or moves
+        moves = hypotheses.open_moves(moves, gone) or moves
     if moves and investigate and probe_budget(run):  # observation search: constants not yet probed
         seen = run.state.meta.get(probes.KEY, {})
         best = run.state.best()
