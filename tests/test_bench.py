@@ -367,7 +367,7 @@ def test_the_report_normalises_against_the_best_known_in_the_task_direction_and_
     assert "minimize; seed 4 (measured) = 0, reference 0 (best known) = 1." in text
     assert "| arts-ttt − arts | 1 | 0.375 [0.250, 0.500] |" in text  # 0.75 - {0.25, 0.375, 0.5}
     assert "## Learning (test-time training)" in text and "](learning.png)" in text
-    assert "| all tasks | arts-ttt | 2 | 2 | 0 (0%) | - | - | 1 | 0 | - |" in text  # no KL, no seconds given
+    assert "| all tasks | arts-ttt | 2 | 2 | 0 (0%) | - | - | 1 | 0 | -; - |" in text  # no KL, no seconds given
     assert len(pd.read_csv(cfg.out / "updates.csv")) == 2 and (cfg.out / "learning.png").exists()
     assert f"| {task.name} | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
     assert "| all tasks | arts-ttt | 2 | 6 | 0.700 [0.600, 0.800] |" in text
@@ -392,12 +392,13 @@ def test_the_learning_summary_counts_rounds_without_signal_the_last_kl_and_updat
     ]
     table = learning_summary(updates)
     assert (
-        table[2] == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14 | 2 (1/2) | 4/8 |"
-    )  # 50 / 350
-    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0 | - | - |"
+        table[2]
+        == "| a | arts-ttt | 2 | 4 | 1 (25%) | 0.003 | 0.004 | 2 | 0.5 | 0.14; 0.11 | 2 (1/2) | 4/8 |"
+    )  # 50 / 350; an applied update: 10/90, 10/90, 30/70
+    assert table[3] == "| b | arts-ttt | 1 | 1 | 1 (100%) | - | - | 2 | 0 | 0; - | - | - |"
     assert (
         table[4]
-        == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12 | 2 (1/2) | 4/8 |"
+        == "| all tasks | arts-ttt | 3 | 5 | 2 (40%) | 0.003 | 0.004 | 2 | 0.4 | 0.12; 0.11 | 2 (1/2) | 4/8 |"
     )  # 50 / 400
 
 

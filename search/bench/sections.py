@@ -23,7 +23,8 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
     Rounds without signal (every action rewarded alike) are skipped updates; the KL is that of the last
     applied update of each run before its step (how far the updates before it moved the adapter), the
     median over runs and the largest; the entropies are means over updates (a collapse shows as 0); the
-    seconds are every update's against every round's."""
+    seconds are every update's against every round's (a skipped update costs nothing), then the median of
+    an applied update's against its round's."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for u in updates:
         groups[(u["task"], u["method"])].append(u)
@@ -38,6 +39,11 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
             a[-1]["kl"] for a in ([u for u in r if u["applied"] and num(u["kl"])] for r in runs.values()) if a
         ]
         seconds = [sum(u[k] for u in us if num(u.get(k))) for k in ("update_s", "round_s")]
+        each = [
+            u["update_s"] / u["round_s"]
+            for u in applied
+            if num(u.get("update_s")) and num(u.get("round_s")) and u["round_s"]
+        ]
         watched = [
             u["watch"] for u in us if num(u.get("watch")) and num(u.get("watch_k")) and u["watch_k"] >= 1
         ]
@@ -45,13 +51,13 @@ def learning_summary(updates: list[dict[str, Any]]) -> list[str]:
             task, method, str(len(runs)), str(len(us)), f"{len(us) - len(applied)} ({1 - len(applied) / len(us):.0%})",
             fmt(statistics.median(last_kl) if last_kl else None, 2), fmt(max(last_kl, default=None), 2),
             fmt(mean([u["entropy_targets"] for u in us]), 3), fmt(mean([u["entropy_parents"] for u in us]), 3),
-            fmt(seconds[0] / seconds[1] if seconds[1] else None, 2),
+            f"{fmt(seconds[0] / seconds[1] if seconds[1] else None, 2)}; {fmt(statistics.median(each) if each else None, 2)}",
             f"{fmt(statistics.median(watched), 2)} ({sum(w >= 2 for w in watched)}/{len(watched)})" if watched else "-",
             "/".join(str(int(sum(u[k] for u in us if num(u.get(k))))) for k in ("watched_drawn", "watched_written"))
             if any(num(u.get("watched_drawn")) for u in us) else "-",
         ])  # fmt: skip
     header = ["task", "method", "runs", "updates", "no signal (skipped)", "KL before the last (median)"]
-    header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s"]
+    header += ["KL before the last (max)", "H(targets)", "H(parents)", "update s / round s (all; applied)"]
     header += ["watch, held out (median; >= 2x)", "watched class drawn / lists writing it"]
     return table(header, body)
 
