@@ -72,6 +72,7 @@ def test_a_fatal_method_flaw_pivots_and_later_candidates_avoid_its_direction(tmp
     archived = [h for h in state.hypotheses.values() if h.archived]
     assert archived and summary["routing"].get("pivot", 0) >= 1
     # the scripted scientist keeps proposing both directions on X: the given-up one is refused
+    assert any(e.kind == "indistinct" for e in state.events.values())  # both given up: asked again
     for h in archived:
         way = directed_target(h.text)
         again = [
