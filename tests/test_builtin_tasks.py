@@ -30,6 +30,7 @@ NAMES = [
     "circle-packing-26",
     "digits-classifier",
     "friedman-regression",
+    "probe-jacobi",
     "probe-kepler",
     "probe-quadrature",
     "weighted-completion",
@@ -46,6 +47,7 @@ BASELINE_TOL = {
     "digits-classifier": 1e-3,
     "char-lm": 1e-2,
     "weighted-completion": 1e-12,
+    "probe-jacobi": 1e-12,
     "probe-kepler": 1e-12,  # pure Python floats
     "probe-quadrature": 1e-12,
 }

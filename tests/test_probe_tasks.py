@@ -8,6 +8,7 @@ as the executor makes them.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from types import SimpleNamespace
@@ -23,7 +24,7 @@ from arts.search.methods.targets import targets
 from arts.search.state import Node, SearchState
 from arts.tasks.base import TaskConfig, TaskError, resolve_task
 
-PROBES = {"probe-quadrature": "increase STEPS", "probe-kepler": "decrease TOL"}
+PROBES = {"probe-quadrature": "increase STEPS", "probe-kepler": "decrease TOL", "probe-jacobi": "decrease TOL"}
 PAYING_STEPS = 6
 """Doublings (or halvings) in a row that must each raise the score."""
 
@@ -35,8 +36,10 @@ def evaluate(files: dict[str, str], task: str, tmp: Path, capsys: pytest.Capture
     for rel, text in files.items():
         (folder / rel).write_text(text)
     capsys.readouterr()
-    assert main(["eval", task, "--files", str(folder), "--json"]) == 0
-    return resolve_task(task).normalise(json.loads(capsys.readouterr().out)["score"])
+    code = main(["eval", task, "--files", str(folder), "--json"])
+    score = json.loads(capsys.readouterr().out)["score"]
+    assert code == (0 if score is not None else 1)
+    return -math.inf if score is None else resolve_task(task).normalise(score)  # invalid: the worst
 
 
 def step(files: dict[str, str], name: str, side: int) -> dict[str, str]:
@@ -111,7 +114,7 @@ def test_bench_runs_the_probe_suite(tmp_path, capsys, monkeypatch):
     assert main(["bench", "--tasks", "probes", "--methods", "arts,arts-ttt", "--seeds", "2", "--out", str(out),
                  "--report"]) == 0  # fmt: skip
     summary = (out / "summary.md").read_text()
-    assert "tasks probe-kepler, probe-quadrature; methods arts, arts-ttt" in summary
+    assert "tasks probe-jacobi, probe-kepler, probe-quadrature; methods arts, arts-ttt" in summary
 
 
 def test_a_ttt_run_on_a_probe_watches_its_paying_class(monkeypatch, tmp_path):
