@@ -59,3 +59,31 @@ def run_info(state: SearchState, cfg: SearchConfig | None, run_dir: Path) -> Run
         baseline=figures.get("baseline"), test_score=(figures.get("best") or {}).get("test_score"),
         evals=figures.get("evals"), method=cfg.method if cfg else None,
     )  # fmt: skip
+
+
+def rollout_groups(state: SearchState, run_dir: str, cfg: SearchConfig | None) -> list[dict[str, Any]]:
+    """A run's GRPO groups as plain dicts, in round order, for an offline replay of the test-time update
+    (`arts train --method grpo`): per group the state prompt, its schema, and per drawn action the text,
+    the reward (stored, else computed by the run's reward config), the sampled proposal's tokens and the
+    action's span of them. Actions without sampled tokens (a served scientist's) are left out."""
+    from arts.rewards import RewardConfig
+
+    computed = computed_rewards(state, cfg.ttt.reward if cfg else RewardConfig())
+    by_group: dict[int, list] = {}
+    for r in sorted(state.rollouts.values(), key=lambda r: r.id):
+        reward = r.reward if r.reward is not None else computed.get(r.id)
+        if reward is not None and r.tokens and len(r.span) == 2:
+            by_group.setdefault(r.group, []).append((r, reward))
+    return [
+        {
+            "run": str(run_dir),
+            "round": members[0][0].round,
+            "prompt": members[0][0].prompt,
+            "json_schema": members[0][0].json_schema,
+            "actions": [r.action for r, _ in members],
+            "rewards": [v for _, v in members],
+            "tokens": [list(r.tokens) for r, _ in members],
+            "spans": [tuple(r.span) for r, _ in members],
+        }  # fmt: skip
+        for _, members in sorted(by_group.items())
+    ]

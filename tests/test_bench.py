@@ -123,6 +123,21 @@ def test_the_ablations_are_methods_of_one_bench(tmp_path):
     assert _oriented(("arts", "arts-k1")) == ("arts-k1", "arts")  # the difference reads as the ablation's
 
 
+def test_a_warm_method_starts_from_the_bench_adapter_and_refuses_without_one(tmp_path):
+    from arts.search.bench.report import _oriented
+
+    argv = ["--tasks", two_tasks(tmp_path)[0], "--methods", "arts,arts-warm,arts-ttt-warm", "--out", str(tmp_path / "b")]
+    with pytest.raises(ValueError, match="arts-warm starts from an adapter: give --adapter PATH"):
+        plan(config_from(parse(argv)))
+    jobs = {j.method: j for j in plan(config_from(parse([*argv, "--adapter", "warm/kepler"])))}
+    warm = str((Path.cwd() / "warm/kepler").resolve())
+    assert jobs["arts-warm"].overrides["scientist.adapter"] == warm
+    assert jobs["arts-ttt-warm"].overrides["scientist.adapter"] == warm
+    assert jobs["arts-ttt-warm"].overrides["ttt.enabled"] is True and jobs["arts-warm"].overrides["method"] == "arts"
+    assert "scientist.adapter" not in jobs["arts"].overrides
+    assert _oriented(("arts", "arts-warm")) == ("arts-warm", "arts")  # read as what the warm start adds
+
+
 def test_only_the_summary_a_run_ends_with_makes_it_finished(tmp_path):
     from arts.search.bench.plan import folder_state
 

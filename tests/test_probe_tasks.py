@@ -24,7 +24,11 @@ from arts.search.methods.targets import targets
 from arts.search.state import Node, SearchState
 from arts.tasks.base import TaskConfig, TaskError, resolve_task
 
-PROBES = {"probe-quadrature": "increase STEPS", "probe-kepler": "decrease TOL", "probe-jacobi": "decrease TOL"}
+PROBES = {
+    "probe-quadrature": "increase STEPS",
+    "probe-kepler": "decrease TOL",
+    "probe-jacobi": "decrease TOL",
+}
 PAYING_STEPS = 6
 """Doublings (or halvings) in a row that must each raise the score."""
 

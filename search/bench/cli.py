@@ -59,7 +59,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--methods", nargs="+", default=["arts,arts-ttt,greedy,mutate"], metavar="METHOD",
         help="comma- or space-separated: arts, arts-ttt (arts with test-time training), greedy, random, mutate, "
         "module:attr, or an ablation of arts: arts-no-observations, arts-no-comparison, arts-no-attribution, "
-        "arts-no-critic, arts-k1, arts-reflection (default: arts,arts-ttt,greedy,mutate)",
+        "arts-no-critic, arts-k1, arts-reflection; any of them + -warm starts from --adapter "
+        "(default: arts,arts-ttt,greedy,mutate)",
     )  # fmt: skip
     p.add_argument(
         "--seeds", nargs="+", default=["5"], metavar="S",
@@ -78,6 +79,10 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument(
         "--set", action="append", metavar="PATH=VALUE", help="a config field for every run, e.g. group=4"
     )
+    p.add_argument(
+        "--adapter", type=Path, help="the adapter the METHOD-warm methods start from (arts-warm, arts-ttt-warm: "
+        "a warm start from `arts train`, against the same method from the base weights)",
+    )  # fmt: skip
     p.add_argument("--ray", action="store_true", help="run each search as a Ray task (a cluster; see README)")
     p.add_argument("--ray-address", help="with --ray: the cluster to join (default: start a local one)")
     p.add_argument(
@@ -103,6 +108,7 @@ def config_from(args: argparse.Namespace):
         jobs=args.jobs,
         model=args.model,
         overrides=_overrides(args.set),
+        adapter=args.adapter,
         ray=args.ray,
         ray_address=args.ray_address,
         ray_cpus=args.ray_cpus,

@@ -37,6 +37,20 @@ METHOD_ALIASES: dict[str, tuple[str, dict[str, Any]]] = {
 }
 """Bench method names that are a search method plus overrides: test-time training, and the ablations of
 the investigation (each one part off, `--without PART` or its `--set`), so that one bench compares them."""
+WARM = "-warm"
+"""A method name with this suffix (`arts-warm`, `arts-ttt-warm`) is the method started from the bench's
+`--adapter` (`scientist.adapter`): a warm start against the same method from the base weights."""
+
+
+def method_overrides(method: str, adapter: Path | None) -> tuple[str, dict[str, Any]]:
+    """The search method a bench method name runs, and its overrides (`METHOD_ALIASES`, `WARM`)."""
+    name = method.removesuffix(WARM)
+    base, extra = METHOD_ALIASES.get(name, (name, {}))
+    if name == method:
+        return base, extra
+    if adapter is None:
+        raise ValueError(f"{method} starts from an adapter: give --adapter PATH (`arts train` writes one)")
+    return base, {**extra, "scientist.adapter": str(Path(adapter).resolve())}
 
 
 def probe_tasks() -> list[str]:
@@ -71,7 +85,8 @@ class BenchConfig(BaseModel):
     tasks: list[str] = Field(min_length=1)
     """Built-in task names or task directories, or a suite of `SUITES` (`probes`, `diagnosis`), which expands to its tasks."""
     methods: list[str] = Field(default=["arts", "arts-ttt", "greedy", "mutate"], min_length=1)
-    """Search methods (`SearchConfig.method` values), plus the aliases of `METHOD_ALIASES`."""
+    """Search methods (`SearchConfig.method` values), plus the aliases of `METHOD_ALIASES`, each with the
+    `-warm` suffix too (`WARM`)."""
     seeds: list[int] = Field(default=[0, 1, 2, 3, 4], min_length=1)
     """The seeds each (task, method) runs with."""
     evals: int = Field(30, ge=1)
@@ -86,6 +101,8 @@ class BenchConfig(BaseModel):
     """Config fields set for every run (`--set path=value`), applied before the bench's own fields."""
     bootstrap_resamples: int = Field(2000, ge=100)
     """Resamples of each bootstrap confidence interval."""
+    adapter: Path | None = None
+    """The adapter the `-warm` methods start from (`arts train` output, or a run's `adapters/<k>/`)."""
     ray: bool = False
     """Run each search as a Ray task (`search.remote`), `jobs` at a time, instead of a local process."""
     ray_address: str | None = None
@@ -173,7 +190,7 @@ def plan(cfg: BenchConfig) -> list[Job]:
     for seed in cfg.seeds:
         for task in cfg.tasks:
             for method in cfg.methods:
-                base, extra = METHOD_ALIASES.get(method, (method, {}))
+                base, extra = method_overrides(method, cfg.adapter)
                 where = str(Path(task).resolve()) if Path(task).is_dir() else task  # workers may cd elsewhere
                 ov = {**cfg.overrides, "task": where, "method": base, "seed": seed, "budget.evals": cfg.evals}
                 ov.update(extra)

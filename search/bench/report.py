@@ -31,7 +31,7 @@ from arts.search.bench.metrics import (
     normalised_score,
     optimality_gap_ci,
 )
-from arts.search.bench.plan import METHOD_ALIASES, BenchConfig
+from arts.search.bench.plan import METHOD_ALIASES, WARM, BenchConfig
 from arts.search.bench.results import INVESTIGATION, RunResult
 from arts.search.bench.sections import credit_section, investigation_section, learning_section
 from arts.search.bench.tables import write_curves
@@ -100,10 +100,10 @@ def strata(rows: list[dict[str, Any]], method: str, tasks: list[str]) -> list[li
 
 
 def _oriented(pair: tuple[str, str]) -> tuple[str, str]:
-    """A pair of methods in listing order, except that a variant (`arts-ttt`) comes before its base
-    (`arts`): the difference then reads as what the variant adds."""
+    """A pair of methods in listing order, except that a variant (`arts-ttt`, `arts-warm`) comes before its
+    base (`arts`): the difference then reads as what the variant adds."""
     a, b = pair
-    return (b, a) if METHOD_ALIASES.get(b, ("",))[0] == a else (a, b)
+    return (b, a) if METHOD_ALIASES.get(b, ("",))[0] == a or b == a + WARM else (a, b)
 
 
 def aggregate(cfg: BenchConfig, rows: list[dict[str, Any]], names: list[str]) -> list[str]:

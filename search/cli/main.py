@@ -155,11 +155,17 @@ def _run_parsers(sub: Any) -> None:
     rx.add_argument("--out", required=True, help="a new folder: the data file and a dataset card")
     rx.add_argument("--format", choices=["parquet", "jsonl"], default="parquet")
     rx.set_defaults(fn=cmd_rollouts_export)
-    tr = sub.add_parser("train", help="train an adapter offline on runs' rollouts (TRL SFT or DPO)")
+    tr = sub.add_parser(
+        "train",
+        help="train an adapter offline on runs' rollouts (TRL SFT or DPO, or the test-time GRPO update)",
+    )
     tr.add_argument("--from", dest="runs", nargs="+", required=True, metavar="RUN_DIR")
     tr.add_argument("--out", required=True)
-    tr.add_argument("--method", choices=["sft", "dpo"], default="sft")
-    tr.add_argument("--steps", type=int, default=20)
+    tr.add_argument("--method", choices=["sft", "dpo", "grpo"], default="sft",
+                    help="grpo: each stored group replayed through the search's own LoRA GRPO update")  # fmt: skip
+    tr.add_argument(
+        "--steps", type=int, default=20, help="optimizer steps (sft, dpo); updates applied (grpo)"
+    )
     tr.add_argument("--model", help="base model (default: the runs' scientist model)")
     tr.set_defaults(fn=cmd_train)
 
