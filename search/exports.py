@@ -87,3 +87,17 @@ def rollout_groups(state: SearchState, run_dir: str, cfg: SearchConfig | None) -
         }  # fmt: skip
         for _, members in sorted(by_group.items())
     ]
+
+
+def train_grpo_from(runs: list[tuple], out: Path, model: str | None, max_updates: int) -> Path:
+    """`arts train --method grpo` over `(run_dir, state, config, model)` of each run: their groups replayed
+    through the test-time update with the first run's GRPO settings, sampling temperature and seed."""
+    from arts.training.offline_grpo import train_grpo
+
+    first, cfg, spec = runs[0][0], runs[0][2], runs[0][3]
+    if cfg is None:
+        raise ValueError(f"{first} has no config.toml: GRPO takes the run's settings from it")
+    groups = [g for run_dir, state, c, _ in runs for g in rollout_groups(state, run_dir, c)]
+    print(f"{len(groups)} groups with sampled tokens from {len(runs)} runs")
+    return train_grpo(groups, out, model or spec, cfg.ttt.grpo, temperature=cfg.scientist.temperature,
+                      max_updates=max_updates, seed=cfg.seed)  # fmt: skip

@@ -86,34 +86,14 @@ def cmd_train(args: argparse.Namespace) -> int:
     from arts.search.exports import rollout_rows
     from arts.training.offline import OfflineConfig, train
 
-    if args.method == "grpo":
-        return _train_grpo(args)
-    records = []
-    for run_dir in args.runs:
-        state, cfg, _ = _load_run(run_dir)
-        records += rollout_rows(state, run_dir, cfg)
+    runs = [(d, *_load_run(d)) for d in args.runs]
+    if args.method == "grpo":  # the runs' groups through the test-time update
+        from arts.search.exports import train_grpo_from
+
+        print(train_grpo_from(runs, Path(args.out), args.model, args.steps))
+        return 0
+    records = [row for d, state, cfg, _ in runs for row in rollout_rows(state, d, cfg)]
     print(train(records, Path(args.out), OfflineConfig(method=args.method, steps=args.steps), args.model))
-    return 0
-
-
-def _train_grpo(args: argparse.Namespace) -> int:
-    """`arts train --method grpo`: the runs' groups replayed through the test-time update, with the first
-    run's GRPO settings and sampling temperature; `--steps` caps the updates applied."""
-    from arts.search.exports import rollout_groups
-    from arts.training.offline_grpo import train_grpo
-
-    groups, first = [], None
-    for run_dir in args.runs:
-        state, cfg, model = _load_run(run_dir)
-        first = first or (cfg, model)
-        groups += rollout_groups(state, run_dir, cfg)
-    cfg, model = first
-    if cfg is None:
-        raise ValueError(f"{args.runs[0]} has no config.toml: GRPO needs the run's settings")
-    print(f"{len(groups)} groups with sampled tokens from {len(args.runs)} runs")
-    out = train_grpo(groups, Path(args.out), args.model or model, cfg.ttt.grpo,
-                     temperature=cfg.scientist.temperature, max_updates=args.steps, seed=cfg.seed)  # fmt: skip
-    print(out)
     return 0
 
 
