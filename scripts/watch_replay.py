@@ -6,8 +6,12 @@ again after the run, exactly as the run takes it: for each `watch` event (round 
 r's rollouts (which checkpoint k never trained on) are measured by `training.watch.measure` with
 checkpoint k loaded into a fresh adapter. This measures runs made before a change of `training.watch` with the current method.
 
+With `--adapter PATH` (a warm start, `arts train`), every round of any run (with TTT or without) is
+measured under that adapter instead: how much more a warm start trained on other tasks favours the class
+than the base does, on lists of a task it never saw (transfer, held out by construction).
+
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/watch_replay.py RUN_DIR... [--move "decrease TOL"]
-       [--csv out.csv]
+       [--adapter PATH] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -31,11 +35,14 @@ from arts.training.watch import measure  # noqa: E402
 ADAPTER = "watched"
 
 
-def replay(run_dir: Path, move: str | None, backend_cache: dict) -> list[dict]:
+def replay(run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None) -> list[dict]:
     cfg = read_stored_config(run_dir / "config.toml")
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
     events = [e.payload for e in state.events.values() if e.kind == "watch"]
+    if adapter is not None:  # every round, under the one adapter
+        rounds = sorted({r.round for r in state.rollouts.values()})
+        events = [{"round": r, "k": str(adapter), "move": move} for r in rounds]
     if not events:
         print(f"{run_dir}: no watch events (not a TTT run, or nothing watched)", file=sys.stderr)
         return []
@@ -51,14 +58,15 @@ def replay(run_dir: Path, move: str | None, backend_cache: dict) -> list[dict]:
         rollouts = sorted((r for r in state.rollouts.values() if r.round == e["round"]), key=lambda r: r.id)
         if not rollouts:
             continue
-        load_weights(backend.model, ADAPTER, checkpoint_path(run_dir, e["k"]))
+        load_weights(backend.model, ADAPTER, adapter or checkpoint_path(run_dir, e["k"]))
+        label = str(adapter) if adapter else f"adapters/{e['k']}"
         got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
         if got is None:
-            print(f"  round {e['round']} adapters/{e['k']}: {watched!r} not offered by any list", flush=True)
+            print(f"  round {e['round']} {label}: {watched!r} not offered by any list", flush=True)
             continue
         rows.append({"run": run_dir.name, "round": e["round"], "k": e["k"], "move": watched,
                      **{k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}})  # fmt: skip
-        print(f"  round {e['round']} adapters/{e['k']}: {watched!r} x{got['ratio']:.3f} the base's "
+        print(f"  round {e['round']} {label}: {watched!r} x{got['ratio']:.3f} the base's "
               f"{got['measure']}", flush=True)  # fmt: skip
     return rows
 
@@ -67,12 +75,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("run_dirs", type=Path, nargs="+")
     ap.add_argument("--move", default=None, help="the class to score (default: the one each run watched)")
+    ap.add_argument("--adapter", type=Path, default=None, help="measure every round under this adapter")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args()
+    if args.adapter and not args.move:
+        ap.error("--adapter needs --move (the class to measure)")
     rows, cache = [], {}
     for run_dir in args.run_dirs:
         print(run_dir, flush=True)
-        rows += replay(run_dir, args.move, cache)
+        rows += replay(run_dir, args.move, cache, args.adapter)
     if args.csv and rows:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
