@@ -10,14 +10,19 @@ With `--adapter PATH` (a warm start, `arts train`), every round of any run (with
 measured under that adapter instead: how much more a warm start trained on other tasks favours the class
 than the base does, on lists of a task it never saw (transfer, held out by construction).
 
+With `--slots`, a round's measure is instead, over every slot of its lists that allows the class (lists
+written axis first), the probability of writing it there (`training.watch.slot_probabilities`), summed,
+under the adapter against the base: it needs no list that wrote the class.
+
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/watch_replay.py RUN_DIR... [--move "decrease TOL"]
-       [--adapter PATH] [--csv out.csv]
+       [--adapter PATH] [--slots] [--csv out.csv]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import sys
 from pathlib import Path
@@ -30,12 +35,26 @@ from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.checkpoint import checkpoint_path, load_weights  # noqa: E402
 from arts.training.grpo import lora_config  # noqa: E402
-from arts.training.watch import measure  # noqa: E402
+from arts.training.watch import measure, slot_probabilities  # noqa: E402
 
 ADAPTER = "watched"
 
 
-def replay(run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None) -> list[dict]:
+def slots(backend, rollouts: list, move: str, temperature: float) -> dict | None:
+    """The class's probability summed over the slots of a round's lists that allow it, adapter and base."""
+    lists = {tuple(r.tokens): r for r in rollouts if r.tokens}
+    got = [p for r in lists.values()
+           for p in slot_probabilities(backend, r.prompt, r.json_schema or {}, r.tokens, move, ADAPTER, temperature)]  # fmt: skip
+    if not got:
+        return None
+    tuned, base = math.fsum(p[0] for p in got), math.fsum(p[1] for p in got)
+    return {"measure": "slot probability", "slots": len(got), "lists": len(lists), "tuned": tuned / len(got),
+            "base": base / len(got), "ratio": tuned / base}  # fmt: skip
+
+
+def replay(
+    run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None, by_slot: bool = False
+) -> list[dict]:
     cfg = read_stored_config(run_dir / "config.toml")
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
@@ -60,14 +79,20 @@ def replay(run_dir: Path, move: str | None, backend_cache: dict, adapter: Path |
             continue
         load_weights(backend.model, ADAPTER, adapter or checkpoint_path(run_dir, e["k"]))
         label = str(adapter) if adapter else f"adapters/{e['k']}"
-        got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
+        if by_slot:
+            got = slots(backend, rollouts, watched, cfg.scientist.temperature)
+        else:
+            got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
         if got is None:
             print(f"  round {e['round']} {label}: {watched!r} not offered by any list", flush=True)
             continue
         rows.append({"run": run_dir.name, "round": e["round"], "k": e["k"], "move": watched,
                      **{k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}})  # fmt: skip
+        detail = (
+            f" ({got['tuned']:.3g} against {got['base']:.3g} over {got['slots']} slots)" if by_slot else ""
+        )
         print(f"  round {e['round']} {label}: {watched!r} x{got['ratio']:.3f} the base's "
-              f"{got['measure']}", flush=True)  # fmt: skip
+              f"{got['measure']}{detail}", flush=True)  # fmt: skip
     return rows
 
 
@@ -76,6 +101,7 @@ def main() -> int:
     ap.add_argument("run_dirs", type=Path, nargs="+")
     ap.add_argument("--move", default=None, help="the class to score (default: the one each run watched)")
     ap.add_argument("--adapter", type=Path, default=None, help="measure every round under this adapter")
+    ap.add_argument("--slots", action="store_true", help="measure over every slot that allows the class")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args()
     if args.adapter and not args.move:
@@ -83,7 +109,7 @@ def main() -> int:
     rows, cache = [], {}
     for run_dir in args.run_dirs:
         print(run_dir, flush=True)
-        rows += replay(run_dir, args.move, cache, args.adapter)
+        rows += replay(run_dir, args.move, cache, args.adapter, args.slots)
     if args.csv and rows:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

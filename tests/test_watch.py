@@ -92,3 +92,32 @@ def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, 
                 p.normal_(0, 0.5)
     assert measure(tiny_backend, [rollout], "increase X", ADAPTER)["ratio"] != 1.0
     assert measure(tiny_backend, [rollout], "decrease Y", ADAPTER) is None
+
+
+def test_a_slot_that_allows_the_class_is_scored_even_where_no_list_wrote_it(tmp_path, tiny_backend):
+    """Axis first, two slots: the first allows X or Y with either verb, the second only `increase Y`. The
+    list wrote `increase Y` in both; `decrease X` is scored in the first slot only, at the base model's
+    probability under a fresh adapter, and moves once the adapter does."""
+    import torch
+
+    from arts.policy.proposal_schema import directed_pattern
+    from arts.training.watch import slot_probabilities
+
+    shares = [{"X": ("increase", "decrease"), "Y": ("increase", "decrease")}, {"Y": ("increase",)}]
+    schema = proposal_schema([1], 2, patterns=[directed_pattern(m) for m in shares], shares=shares,
+                             axis_first=True).model_json_schema()  # fmt: skip
+    listed = [
+        {"parent": 1, "axis": "Y", "hypothesis": "increase Y", "region": "constants", "probability": 0.5}
+    ] * 2
+    tokens = tiny_backend.tokenizer.encode(json.dumps({"candidates": listed}), add_special_tokens=False)
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    trainer.start()
+    got = slot_probabilities(tiny_backend, PROMPT, schema, tokens, "decrease X", ADAPTER)
+    assert len(got) == 1 and 0 < got[0][0] == got[0][1] < 1
+    assert len(slot_probabilities(tiny_backend, PROMPT, schema, tokens, "increase Y", ADAPTER)) == 2
+    with torch.no_grad():
+        for name, p in tiny_backend.model.named_parameters():
+            if f".{ADAPTER}." in name and "lora_B" in name:
+                p.normal_(0, 0.5)
+    moved = slot_probabilities(tiny_backend, PROMPT, schema, tokens, "decrease X", ADAPTER)
+    assert moved[0][0] != moved[0][1] and moved[0][1] == got[0][1]

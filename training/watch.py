@@ -171,6 +171,50 @@ def stated_probabilities(
     return out
 
 
+AXIS = '"axis": "'
+
+
+def slot_probabilities(
+    backend: Any,
+    prompt: list[dict[str, Any]],
+    json_schema: dict[str, Any],
+    tokens: list[int],
+    move: str,
+    adapter: str,
+    temperature: float = 1.0,
+) -> list[tuple[float, float]]:
+    """Per candidate slot of a sampled list written axis first (`ScientistConfig.axis_first`) whose grammar
+    allows `move` ("decrease TOL"), (under `adapter`, under the base) the probability that the slot writes
+    it, everything before the slot's axis as sampled: its target as the axis, then the move as the
+    hypothesis's start, in the tokenizer's split of that text. Unlike `offer_probability`, it needs no
+    list that wrote the class: it measures how likely the class was where the harness offered it."""
+    tok = backend.tokenizer
+    text, target = tok.decode(tokens), move.split()[-1]
+    prompt_ids, out = backend.encode_prompt(prompt), []
+    for candidate in range(text.count(AXIS)):
+        start = value_start(tok, tokens, candidate, AXIS)
+        if start is None:
+            continue
+        at = len(tok.decode(tokens[:start]))
+        close = text.find('"', at)
+        hyp = text.find(HYPOTHESIS, close)
+        if close < 0 or hyp < 0:
+            continue
+        suffix = tok.encode(target + text[close : hyp + len(HYPOTHESIS)] + move, add_special_tokens=False)
+        masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + suffix)
+        if rejected is not None:
+            continue  # this slot does not offer the move
+        both = tuned_and_base(
+            backend,
+            adapter,
+            prompt_ids + tokens[:start],
+            [ActionTarget(suffix, masks[start:].clone())],
+            temperature,
+        )
+        out.append((math.exp(math.fsum(both[0][0])), math.exp(math.fsum(both[1][0]))))
+    return out
+
+
 def measure(
     backend: Any, rollouts: list[Any], move: str, adapter: str, temperature: float = 1.0
 ) -> dict | None:

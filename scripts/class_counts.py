@@ -1,0 +1,78 @@
+"""How often runs wrote and drew a class of moves, and whether one group of runs did so more than another.
+
+Per run (a run folder of any method): the verbalized lists the scientist sampled (one per group), the
+lists that wrote the class (a candidate whose hypothesis starts with it), the candidates that did, and
+the draws of it (experiments run on it). Given `--versus GLOB`, the runs matched by it are a second
+group (for instance a warm start against the base weights, seed by seed) and the difference of the
+per-run means is printed with a bootstrap 95% interval over runs (each group resampled on its own, `search.bench.metrics.bootstrap_ci`).
+Reads the stores only; no model is loaded.
+
+Usage: .venv/bin/python scripts/class_counts.py RUN_DIR... --move "decrease TOL" [--versus "*-warm-*"]
+       [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import numpy as np  # noqa: E402
+
+from arts.search.bench.metrics import bootstrap_ci, mean_ci  # noqa: E402
+from arts.search.store import Store  # noqa: E402
+
+FIELDS = ("lists", "lists_writing", "written", "drawn")
+
+
+def counts(run_dir: Path, move: str) -> dict:
+    with Store.open_readonly(run_dir) as store:
+        state = store.load_state()
+    lists: dict[tuple, list] = {}
+    for r in state.rollouts.values():
+        lists.setdefault((r.group, tuple(r.tokens) or r.id), r.candidates)
+    hits = [sum(str(c.get("hypothesis", "")).startswith(move) for c in cands) for cands in lists.values()]
+    drawn = sum(r.action and move in r.action and _drawn(r, move) for r in state.rollouts.values())
+    return {"run": run_dir.name, "lists": len(lists), "lists_writing": sum(h > 0 for h in hits),
+            "written": sum(hits), "drawn": drawn}  # fmt: skip
+
+
+def _drawn(rollout, move: str) -> bool:
+    cands = rollout.candidates
+    return 0 <= rollout.drawn < len(cands) and str(cands[rollout.drawn].get("hypothesis", "")).startswith(
+        move
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("run_dirs", type=Path, nargs="+")
+    ap.add_argument("--move", required=True, help='the class, as a hypothesis begins: "decrease TOL"')
+    ap.add_argument("--versus", help="a glob on run folder names: those runs form the second group")
+    ap.add_argument("--csv", type=Path)
+    args = ap.parse_args()
+    rows = [counts(d, args.move) for d in args.run_dirs]
+    for row in rows:
+        print("  ".join(f"{k} {row[k]}" for k in ("run", *FIELDS)))
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=["run", *FIELDS])
+            w.writeheader()
+            w.writerows(rows)
+    if args.versus:
+        b = [r for r in rows if fnmatch.fnmatch(r["run"], args.versus)]
+        a = [r for r in rows if r not in b]
+        for k in ("lists_writing", "written", "drawn"):
+            va, vb = [float(r[k]) for r in a], [float(r[k]) for r in b]
+            diff = bootstrap_ci([vb, va], lambda p: np.mean(p[0], axis=-1) - np.mean(p[1], axis=-1))
+            print(f"{k}: {args.versus} {mean_ci([vb]).fmt(2)} per run, the others {mean_ci([va]).fmt(2)}; "
+                  f"difference {diff.fmt(2)}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
