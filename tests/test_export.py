@@ -267,3 +267,26 @@ def test_rollouts_export_names_the_embedded_model_in_its_model_column(run_dir, t
     assert main(["rollouts", "export", str(run_dir), "--out", str(out), "--format", "jsonl"]) == 0
     rows = [json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()]
     assert rows and {row["model"] for row in rows} == {PUBLISHED_EMBEDDED}
+
+
+def test_offline_training_of_embedded_model_runs_trains_the_embedded_weights(monkeypatch):
+    """A default run's records name the embedded model by its published id, which is in no local cache:
+    training takes the package's own weights (a new user's `arts train` once failed for want of a download)."""
+    import arts.policy.backends.weights
+    from arts.training.export import PUBLISHED_EMBEDDED
+
+    asked = []
+
+    def resolve(spec):
+        asked.append(spec)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(arts.policy.backends.weights, "resolve_model", resolve)
+    records = rollout_records(
+        [{"round": 1, "group": 1, "prompt": PROMPT, "action": action(0), "reward": 1.0}],
+        "r",
+        PUBLISHED_EMBEDDED,
+    )
+    with pytest.raises(RuntimeError, match="stop here"):
+        train(records, Path("unused"), OfflineConfig())
+    assert asked == [None]  # the embedded default

@@ -212,11 +212,14 @@ def train(records: list[dict[str, Any]], out: Path, config: OfflineConfig, model
     """Train an adapter on `records` into `out` (peft format + README.md). `model` overrides the
     records' base model; all records must share one."""
     from arts.policy.backends.weights import resolve_model
+    from arts.training.export import PUBLISHED_EMBEDDED
 
     specs = {r.get("model") for r in records}
     if model is None and len(specs) > 1:
         raise ValueError(f"the runs used different scientist models {sorted(map(str, specs))}; pass --model")
-    base = resolve_model(model if model is not None else next(iter(specs), None))
+    spec = model if model is not None else next(iter(specs), None)
+    # the embedded model's records name it by its published id; its weights are the package's GGUF
+    base = resolve_model(None if spec == PUBLISHED_EMBEDDED else spec)
     rows = sft_rows(records) if config.method == "sft" else dpo_rows(records)
     if not rows:
         what = (
