@@ -1,8 +1,8 @@
 """How often runs wrote and drew a class of moves, and whether one group of runs did so more than another.
 
-Per run (a run folder of any method): the verbalized lists the scientist sampled (one per group), the
-lists that wrote the class (a candidate whose hypothesis starts with it), the candidates that did, and
-the draws of it (experiments run on it). Given `--versus GLOB`, the runs matched by it are a second
+Per run (a run folder of any method): the verbalized lists the scientist sampled, the lists that wrote
+the class (a candidate whose hypothesis starts with it), the candidates that did, the draws of it
+(experiments run on it), and the lists of the run's first round and those of them that wrote it. Given `--versus GLOB`, the runs matched by it are a second
 group (for instance a warm start against the base weights, seed by seed) and the difference of the
 per-run means is printed with a bootstrap 95% interval over runs (each group resampled on its own, `search.bench.metrics.bootstrap_ci`).
 Reads the stores only; no model is loaded.
@@ -26,19 +26,24 @@ import numpy as np  # noqa: E402
 from arts.search.bench.metrics import bootstrap_ci, mean_ci  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 
-FIELDS = ("lists", "lists_writing", "written", "drawn")
+FIELDS = ("lists", "lists_writing", "written", "drawn", "first_round_lists", "first_round_writing")
 
 
 def counts(run_dir: Path, move: str) -> dict:
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
-    lists: dict[tuple, list] = {}
+    lists: dict[tuple, tuple] = {}
     for r in state.rollouts.values():
-        lists.setdefault((r.group, tuple(r.tokens) or r.id), r.candidates)
-    hits = [sum(str(c.get("hypothesis", "")).startswith(move) for c in cands) for cands in lists.values()]
-    drawn = sum(r.action and move in r.action and _drawn(r, move) for r in state.rollouts.values())
-    return {"run": run_dir.name, "lists": len(lists), "lists_writing": sum(h > 0 for h in hits),
-            "written": sum(hits), "drawn": drawn}  # fmt: skip
+        lists.setdefault((r.group, tuple(r.tokens) or r.id), (r.round, r.candidates))
+    hits = [
+        (k, sum(str(c.get("hypothesis", "")).startswith(move) for c in cands)) for k, cands in lists.values()
+    ]
+    drawn = sum(bool(_drawn(r, move)) for r in state.rollouts.values())
+    first = min((k for k, _ in hits), default=0)
+    return {"run": run_dir.name, "lists": len(lists), "lists_writing": sum(h > 0 for _, h in hits),
+            "written": sum(h for _, h in hits), "drawn": drawn,
+            "first_round_writing": sum(h > 0 for k, h in hits if k == first),
+            "first_round_lists": sum(k == first for k, _ in hits)}  # fmt: skip
 
 
 def _drawn(rollout, move: str) -> bool:
@@ -66,7 +71,7 @@ def main() -> int:
     if args.versus:
         b = [r for r in rows if fnmatch.fnmatch(r["run"], args.versus)]
         a = [r for r in rows if r not in b]
-        for k in ("lists_writing", "written", "drawn"):
+        for k in ("lists_writing", "written", "drawn", "first_round_writing"):
             va, vb = [float(r[k]) for r in a], [float(r[k]) for r in b]
             diff = bootstrap_ci([vb, va], lambda p: np.mean(p[0], axis=-1) - np.mean(p[1], axis=-1))
             print(f"{k}: {args.versus} {mean_ci([vb]).fmt(2)} per run, the others {mean_ci([va]).fmt(2)}; "
