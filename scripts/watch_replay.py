@@ -87,7 +87,7 @@ def replay(
             print(f"  round {e['round']} {label}: {watched!r} not offered by any list", flush=True)
             continue
         rows.append({"run": run_dir.name, "round": e["round"], "k": e["k"], "move": watched,
-                     **{k: round(v, 4) if isinstance(v, float) else v for k, v in got.items()}})  # fmt: skip
+                     **{k: float(f"{v:.4g}") if isinstance(v, float) else v for k, v in got.items()}})  # fmt: skip
         detail = (
             f" ({got['tuned']:.3g} against {got['base']:.3g} over {got['slots']} slots)" if by_slot else ""
         )
