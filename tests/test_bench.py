@@ -129,8 +129,13 @@ def test_a_warm_method_starts_from_the_bench_adapter_and_refuses_without_one(tmp
     argv = ["--tasks", two_tasks(tmp_path)[0], "--methods", "arts,arts-warm,arts-ttt-warm", "--out", str(tmp_path / "b")]
     with pytest.raises(ValueError, match="arts-warm starts from an adapter: give --adapter PATH"):
         plan(config_from(parse(argv)))
-    jobs = {j.method: j for j in plan(config_from(parse([*argv, "--adapter", "warm/kepler"])))}
-    warm = str((Path.cwd() / "warm/kepler").resolve())
+    warm_dir = tmp_path / "warm" / "kepler"
+    with pytest.raises(ValueError, match="no adapter_config.json there"):
+        plan(config_from(parse([*argv, "--adapter", str(warm_dir)])))
+    warm_dir.mkdir(parents=True)
+    (warm_dir / "adapter_config.json").write_text("{}")
+    jobs = {j.method: j for j in plan(config_from(parse([*argv, "--adapter", str(warm_dir)])))}
+    warm = str(warm_dir.resolve())
     assert jobs["arts-warm"].overrides["scientist.adapter"] == warm
     assert jobs["arts-ttt-warm"].overrides["scientist.adapter"] == warm
     assert jobs["arts-ttt-warm"].overrides["ttt.enabled"] is True and jobs["arts-warm"].overrides["method"] == "arts"

@@ -50,6 +50,8 @@ def method_overrides(method: str, adapter: Path | None) -> tuple[str, dict[str, 
         return base, extra
     if adapter is None:
         raise ValueError(f"{method} starts from an adapter: give --adapter PATH (`arts train` writes one)")
+    if not (Path(adapter) / "adapter_config.json").is_file():
+        raise ValueError(f"--adapter {adapter}: no adapter_config.json there; give a folder `arts train` wrote")
     return base, {**extra, "scientist.adapter": str(Path(adapter).resolve())}
 
 
