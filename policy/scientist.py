@@ -75,6 +75,14 @@ class ScientistConfig(BaseModel):
     adapter: str | None = None
     """A peft adapter folder (an `arts export` output or a run's `adapters/<k>/`) the scientist samples
     from from the start: a warm start from earlier searches. With --ttt, training continues from it."""
+    tilt: float = Field(1.0, ge=0)
+    """Under a trained adapter (a warm start, or TTT after its first update), the draw weighs each candidate
+    by its stated probability times exp(tilt x the log-ratio, adapter over base, of writing its move):
+    the reward the adapter implies (`training.tilt`). 0: the stated probabilities alone. A fresh adapter
+    implies none, so before any update the draw is the stated one."""
+    tilt_cap: float = Field(3.0, gt=0)
+    """The tilt's exponent is clipped to [-tilt_cap, tilt_cap] (3: at most x20 either way), so that no
+    candidate's stated probability is overruled without bound."""
     directed: bool = True
     """A hypothesis starts with a direction and a target of the best program, forced by the grammar:
     `increase X` or `decrease X` for a numeric constant X (only the directions with a value not yet

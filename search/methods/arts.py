@@ -20,6 +20,7 @@ from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
 from arts.search.methods.proposals import Proposed, propose, run_group
 from arts.search.state import Node
+from arts.training.tilt import move_log_ratios, tilted
 
 
 @method("arts", makes_groups=True, registers_hypotheses=True)
@@ -153,12 +154,17 @@ def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float,
     if cfg.components.verbalized:  # only admissible candidates can be drawn
         threshold = cfg.scientist.tail_threshold if proposed.tail else None
         lists = len(proposed.lists)  # one action from each list; from a single list, N without replacement
+        ratios = move_ratios(run, proposed)  # what a trained adapter implies, or None
         picks = []
         for list_idx in range(lists):
             idx = [i for i, keep in enumerate(ok) if keep and (lists == 1 or proposed.list_of(i) == list_idx)]
             weights = hypotheses.selection_weights(
                 run.state, [cands[i] for i in idx], cfg.space.cite_boost, cfg.components.observations
             )
+            if ratios is not None:
+                weights = tilted(
+                    weights, [ratios[i] for i in idx], cfg.scientist.tilt, cfg.scientist.tilt_cap
+                )
             draws = (
                 draw(weights, cfg.group if lists == 1 else 1, run.rng, tail_threshold=threshold)
                 if idx
@@ -168,9 +174,28 @@ def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float,
     else:  # ablation: the top admissible candidate for every action
         top = max((i for i in range(len(cands)) if ok[i]), key=lambda i: cands[i].probability)
         picks = [(top, cands[top].probability, False)] * cfg.group
+    tilt = {"move_log_ratios": [round(r, 4) for r in ratios]} if cfg.components.verbalized and ratios else {}
     run.ledger.event(
-        "draw", round=run.round, drawn=[list(p) for p in picks], candidates=[c.model_dump() for c in cands]
-    )
+        "draw", round=run.round, drawn=[list(p) for p in picks], candidates=[c.model_dump() for c in cands],
+        **tilt,
+    )  # fmt: skip
     run.log(drawn_line(run.round, [(cands[i], p) for i, p, _ in picks]))
     run.said("; ".join(cands[i].hypothesis for i, _, _ in picks))
     return picks
+
+
+def move_ratios(run: Run, proposed: Proposed) -> list[float] | None:
+    """Each candidate's log-ratio, the adapter in force over the base, of writing its move
+    (`training.tilt`); None when the tilt is off, no trained adapter is in force (none, or TTT's before
+    its first update), or the scientist's backend holds no weights here (a served one)."""
+    cfg, adapter, backend = run.cfg, run.agents.adapter, run.agents.scientist_backend
+    fresh = run.learning is not None and run.learning.trainer.k == 0 and not cfg.scientist.adapter
+    model = getattr(backend, "model", None)
+    if not cfg.scientist.tilt or adapter is None or fresh or not hasattr(model, "disable_adapter"):
+        return None
+    first = proposed.lists[0]
+    lists = [(p.completion.token_ids if p.completion else [], p.spans) for p in proposed.lists]
+    per_list = move_log_ratios(
+        backend, adapter, first.messages, first.json_schema or {}, lists, cfg.scientist.temperature
+    )
+    return [r for p, got in zip(proposed.lists, per_list) for r in (got or [0.0] * len(p.candidates))]
