@@ -120,10 +120,12 @@ def test_the_move_is_the_parent_and_the_verb_and_target_of_a_directed_hypothesis
     directed = '{"parent": 3, "hypothesis": "decrease TOL to 1e-9 now", "axis": "TOL", "probability": 0.4}'
     free = '{"parent": 12, "hypothesis": "use a Newton step", "axis": "other", "probability": 0.25}'
     axis_first = '{"parent": 3, "axis": "TOL", "hypothesis": "decrease TOL to 1e-9 now", "probability": 0.4}'
+    elsewhere = '{"parent": 3, "axis": "solve", "hypothesis": "increase RELAX", "probability": 0.4}'
     for text, move, left_out in (
         (directed, ["3", "decrease TOL"], ["1e-9", "axis", "0.4"]),
         (free, ["12", "use a Newton step"], ["other", "0.25"]),
         (axis_first, ["3", "TOL", "decrease TOL"], ["1e-9", "0.4"]),  # the axis names the target first
+        (elsewhere, ["3", "increase RELAX"], ["solve", "0.4"]),  # an axis that is not the target: not a choice
     ):
         ids = [0, *tok.encode(text, add_special_tokens=False)]  # a context token before the span
         kept = move_positions(tok, ids, (1, len(ids)))

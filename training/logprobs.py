@@ -141,22 +141,26 @@ def move_positions(tokenizer: Any, tokens: list[int], span: tuple[int, int]) -> 
     not the free detail after it, which no edit reads). The stated probability, the axis and region
     labels and the cites choose nothing that is run: a reward credited to their tokens is noise, and on
     a 135M model they outnumber the move's tokens about ten to one. An axis written before the
-    hypothesis (`ScientistConfig.axis_first`) names the target, so it counts. Empty when no field is found."""
+    hypothesis (`ScientistConfig.axis_first`) counts where it names the directed hypothesis's target; the
+    grammar does not bind the two, and an axis naming something else ("solve" before "increase RELAX", as
+    the embedded model writes) chooses nothing that is run. Empty when no field is found."""
     start, end = span
     ids = tokens[start:end]
     text = tokenizer.decode(ids)
     chosen: list[tuple[int, int]] = []
-    hypothesis = False
+    hypothesis, axis = False, None
     for m in MOVE_FIELDS.finditer(text):
         if m.group("parent") is not None:
             chosen.append(m.span("parent"))
             continue
         if m.group("axis") is not None:
-            chosen += [] if hypothesis else [m.span("axis")]
+            axis = None if hypothesis else m
             continue
         hypothesis = True
         head, at = DIRECTED.match(m.group("hypothesis")), m.start("hypothesis")
         chosen.append((at + head.start(), at + head.end()) if head else m.span("hypothesis"))
+        if axis is not None and head is not None and axis.group("axis") == head.group(2):
+            chosen.append(axis.span("axis"))
     return sorted({start + i for a, b in token_spans(ids, tokenizer.decode, chosen) for i in range(a, b)})
 
 
