@@ -14,8 +14,11 @@ With `--slots`, a round's measure is instead, over every slot of its lists that 
 written axis first), the probability of writing it there (`training.watch.slot_probabilities`), summed,
 under the adapter against the base: it needs no list that wrote the class.
 
+With `--tilt BETA`, the adapter's draw weights are tilted as a search's draw tilts them (`training.tilt`,
+`scientist.tilt`; the cap is the run's `scientist.tilt_cap`); 0, the default, leaves them as stated.
+
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/watch_replay.py RUN_DIR... [--move "decrease TOL"]
-       [--adapter PATH] [--slots] [--csv out.csv]
+       [--adapter PATH] [--slots] [--tilt BETA] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -53,8 +56,9 @@ def slots(backend, rollouts: list, move: str, temperature: float) -> dict | None
 
 
 def replay(
-    run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None, by_slot: bool = False
-) -> list[dict]:
+    run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None, by_slot: bool = False,
+    tilt: float = 0.0,
+) -> list[dict]:  # fmt: skip
     cfg = read_stored_config(run_dir / "config.toml")
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
@@ -82,7 +86,8 @@ def replay(
         if by_slot:
             got = slots(backend, rollouts, watched, cfg.scientist.temperature)
         else:
-            got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
+            tilted = (tilt, cfg.scientist.tilt_cap)
+            got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature, tilted)
         if got is None:
             print(f"  round {e['round']} {label}: {watched!r} not offered by any list", flush=True)
             continue
@@ -102,6 +107,7 @@ def main() -> int:
     ap.add_argument("--move", default=None, help="the class to score (default: the one each run watched)")
     ap.add_argument("--adapter", type=Path, default=None, help="measure every round under this adapter")
     ap.add_argument("--slots", action="store_true", help="measure over every slot that allows the class")
+    ap.add_argument("--tilt", type=float, default=0.0, help="tilt the adapter's draw weights by this exponent")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args()
     if args.adapter and not args.move:
@@ -109,7 +115,7 @@ def main() -> int:
     rows, cache = [], {}
     for run_dir in args.run_dirs:
         print(run_dir, flush=True)
-        rows += replay(run_dir, args.move, cache, args.adapter, args.slots)
+        rows += replay(run_dir, args.move, cache, args.adapter, args.slots, args.tilt)
     if args.csv and rows:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -59,6 +59,7 @@ class Learning:
         log: Callable[[str], None] = print,
         serving: Any = None,
         watch: str | None = None,
+        tilt: tuple[float, float] = (0.0, 3.0),
     ):
         if serving is not None and not hasattr(serving, "load_adapter"):
             raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
@@ -72,6 +73,8 @@ class Learning:
         self.serving = serving
         self.watch = watch
         """A class of moves whose held-out probability each update measures (`training.watch`)."""
+        self.tilt = tilt
+        """The draw's tilt (exponent, cap; `ScientistConfig.tilt`), which the watch's draw probability takes."""
         """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.last_round = 0
         """Rounds up to this one have been examined for training."""
@@ -219,7 +222,7 @@ class Learning:
         the update about to run trains on, so no adapter so far has seen it): `training.watch.measure`."""
         trainer, last = self.trainer, max(r.round for r in rollouts)
         newest = sorted((r for r in rollouts if r.round == last), key=lambda r: r.id)
-        got = measure(trainer.backend, newest, self.watch, ADAPTER, trainer.temperature)
+        got = measure(trainer.backend, newest, self.watch, ADAPTER, trainer.temperature, self.tilt)
         self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, **(got or {"scored": False}))
         if got:
             self.log(

@@ -156,6 +156,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         use_adapter=run.agents.use_adapter,
         serving=serving,
         watch=cfg.ttt.watch or (run.task.config.probe.paying if run.task.config.probe else None),
+        tilt=(cfg.scientist.tilt, cfg.scientist.tilt_cap),
     )
     learning.start()
     return learning

@@ -92,6 +92,11 @@ def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, 
                 p.normal_(0, 0.5)
     assert measure(tiny_backend, [rollout], "increase X", ADAPTER)["ratio"] != 1.0
     assert measure(tiny_backend, [rollout], "decrease Y", ADAPTER) is None
+    # the draw's tilt by the move's log-ratio (`training.tilt`): the adapter's weights tilted, shares still 1
+    tilted = [measure(tiny_backend, [rollout], m.split(" by")[0], ADAPTER, tilt=(1.0, 3.0)) for m in MOVES]
+    assert sum(s["weight"] for s in tilted) == pytest.approx(1.0)
+    assert any(abs(s["tilt"] - 1.0) > 1e-3 for s in tilted)
+    assert all(s["weight_base"] == u["weight_base"] for s, u in zip(tilted, shares))  # the base's: as stated
 
 
 def test_a_slot_that_allows_the_class_is_scored_even_where_no_list_wrote_it(tmp_path, tiny_backend):

@@ -216,7 +216,12 @@ def slot_probabilities(
 
 
 def measure(
-    backend: Any, rollouts: list[Any], move: str, adapter: str, temperature: float = 1.0
+    backend: Any,
+    rollouts: list[Any],
+    move: str,
+    adapter: str,
+    temperature: float = 1.0,
+    tilt: tuple[float, float] = (0.0, 3.0),
 ) -> dict | None:
     """How much more the adapter favours `move` than the base, on one round's rollouts (objects with
     `prompt`, `json_schema`, `action`, `candidates` and `tokens`, as `search.state.Rollout`), as the
@@ -225,7 +230,9 @@ def measure(
     With sampled lists, in the first list that offers it: its draw probability, the probability of
     writing it where the list wrote it (`offer_probability`) times its draw weight there (its expected
     stated probability over the sum of its list's, `stated_probabilities`); `ratio` is the adapter's over
-    the base's. Without tokens: the log-prob of writing it first (`class_logprobs`)."""
+    the base's. With `tilt` (the draw's exponent and cap, `ScientistConfig.tilt`), the adapter's draw weights
+    are tilted as the draw tilts them (`training.tilt`); the base's are not. Without tokens: the log-prob
+    of writing it first (`class_logprobs`)."""
     offered = [
         (r, i) for r in rollouts if r.tokens
         for i, c in enumerate(r.candidates) if str(c.get("hypothesis", "")).startswith(move)
@@ -240,11 +247,14 @@ def measure(
         )
         if offer is None:
             return None
-        weight, weight_base = (stated[i][j] / math.fsum(s[j] for s in stated) for j in (0, 1))
+        factors = tilt_factors(backend, r, adapter, temperature, tilt, len(stated))
+        tuned = [s[0] * f for s, f in zip(stated, factors)]
+        weight, weight_base = tuned[i] / math.fsum(tuned), stated[i][1] / math.fsum(s[1] for s in stated)
         draw, draw_base = offer[0] * weight, offer[1] * weight_base
         return {"scored": True, "measure": "draw probability", "draw": draw, "draw_base": draw_base,
                 "offer": offer[0], "offer_base": offer[1], "stated": stated[i][0], "stated_base": stated[i][1],
-                "weight": weight, "weight_base": weight_base, "ratio": draw / draw_base}  # fmt: skip
+                "weight": weight, "weight_base": weight_base, "tilt": factors[i],
+                "ratio": draw / draw_base}  # fmt: skip
     if any(r.tokens for r in rollouts) or not rollouts:
         return None  # sampled lists, none of which offers the move
     last = rollouts[-1]
@@ -254,3 +264,21 @@ def measure(
         return None
     return {"scored": True, "measure": "first-candidate probability", "logprob": got[0], "base": got[1],
             "ratio": math.exp(got[0] - got[1])}  # fmt: skip
+
+
+def tilt_factors(
+    backend: Any, rollout: Any, adapter: str, temperature: float, tilt: tuple[float, float], n: int
+) -> list[float]:
+    """The draw's tilt of each of the `n` candidates of a rollout's sampled list under `adapter`
+    (`training.tilt`); all 1 when the tilt is off or the list cannot be split into its candidates."""
+    from arts.policy.spans import candidate_token_spans
+    from arts.training.tilt import move_log_ratios, tilted
+
+    beta, cap = tilt
+    if not beta:
+        return [1.0] * n
+    tok = backend.tokenizer
+    decode = lambda ids: tok.decode(ids, skip_special_tokens=True)  # noqa: E731
+    spans = candidate_token_spans(decode(rollout.tokens), rollout.tokens, decode)
+    got = move_log_ratios(backend, adapter, rollout.prompt, rollout.json_schema or {}, [(rollout.tokens, spans)], temperature)[0]  # fmt: skip
+    return tilted([1.0] * n, got, beta, cap) if got and len(got) == n else [1.0] * n
