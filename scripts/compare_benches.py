@@ -6,6 +6,8 @@ For a method measured again at a later commit against a baseline whose runs an e
 
     python scripts/compare_benches.py docs/bench-probes/jacobi-tilt/runs.csv:arts-warm \
         docs/bench-probes/jacobi-warm/runs.csv:arts
+
+A side may list several tables, comma-separated (CSV,CSV:METHOD), e.g. one per task; the strata are tasks.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ from arts.search.bench.metrics import iqm_ci, iqm_difference_ci
 
 
 def strata(spec: str) -> tuple[str, list[list[float]]]:
-    """CSV:METHOD -> (label, one list of finished runs' normalised scores per task)."""
+    """CSV[,CSV...]:METHOD -> (label, one list of finished runs' normalised scores per task)."""
     path, _, method = spec.rpartition(":")
     if not path:
         raise SystemExit(f"{spec!r}: write CSV:METHOD, e.g. docs/bench-ttt/runs.csv:arts")
     by_task: dict[str, list[float]] = defaultdict(list)
-    with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            if row["method"] == method and row["status"] == "finished" and row["normalised"] != "":
-                by_task[row["task"]].append(float(row["normalised"]))
+    for one in path.split(","):
+        with open(one, newline="") as f:
+            for row in csv.DictReader(f):
+                if row["method"] == method and row["status"] == "finished" and row["normalised"] != "":
+                    by_task[row["task"]].append(float(row["normalised"]))
     if not by_task:
         raise SystemExit(f"{path}: no finished run of method {method!r}")
     return f"{method} ({path})", [by_task[t] for t in sorted(by_task)]
