@@ -75,11 +75,12 @@ class ScientistConfig(BaseModel):
     adapter: str | None = None
     """A peft adapter folder (an `arts export` output or a run's `adapters/<k>/`) the scientist samples
     from from the start: a warm start from earlier searches. With --ttt, training continues from it."""
-    tilt: float = Field(1.0, ge=0)
+    tilt: float = Field(0.0, ge=0)
     """Under a trained adapter (a warm start, or TTT after its first update), the draw weighs each candidate
     by its stated probability times exp(tilt x the log-ratio, adapter over base, of writing its move):
-    the reward the adapter implies (`training.tilt`). 0: the stated probabilities alone. A fresh adapter
-    implies none, so before any update the draw is the stated one."""
+    the reward the adapter implies (`training.tilt`). 0 (the default): the stated probabilities alone; at 1,
+    on probe-jacobi, neither a warm start nor the live learner drew the paying move more or scored better
+    (docs/benchmark.md). A fresh adapter implies none, so before any update the draw is the stated one."""
     tilt_cap: float = Field(3.0, gt=0)
     """The tilt's exponent is clipped to [-tilt_cap, tilt_cap] (3: at most x20 either way), so that no
     candidate's stated probability is overruled without bound."""
