@@ -71,11 +71,11 @@ class Learning:
         )
         self.use_adapter, self.log = use_adapter, log
         self.serving = serving
+        """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.watch = watch
         """A class of moves whose held-out probability each update measures (`training.watch`)."""
         self.tilt = tilt
         """The draw's tilt (exponent, cap; `ScientistConfig.tilt`), which the watch's draw probability takes."""
-        """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.last_round = 0
         """Rounds up to this one have been examined for training."""
         self._old: dict[int, list[float]] = {}
