@@ -73,7 +73,6 @@ def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> lis
         return [e.payload for e in store.events("draw")]
 
 
-@pytest.mark.slow
 def test_a_warm_start_tilts_the_draw_through_arts_search(monkeypatch, tmp_path, tiny_model_dir, tiny_backend):
     """The same lists (same seed, same adapter), drawn with the tilt and without: with a steep tilt each list
     draws its candidate of the largest log-ratio, so what is run differs because of what the adapter learned."""
