@@ -118,6 +118,10 @@ class TTTConfig(BaseModel):
     """The GRPO update and its schedule."""
     reward: RewardConfig = RewardConfig()
     """How an action's score becomes its reward."""
+    companions: bool = False
+    """Train each round's group on the undrawn candidates of its lists that name an experiment the round
+    ran (the same parent and move as a drawn action) too, rewarded as that action (`search.companions`):
+    more samples of the policy per update for no evaluation."""
     watch: str | None = None
     """A class of moves to watch, as a hypothesis starts ("increase STEPS"): before each update, its draw
     probability in a list of the newest round (the probability of writing it where the list offers it,

@@ -33,6 +33,7 @@ from typing import Any
 
 from arts.policy.base import BackendError
 from arts.rewards import RewardConfig
+from arts.search.companions import companions as written_for
 from arts.search.ledger import EVENT_TEXT_CHARS, Ledger
 from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
@@ -60,6 +61,7 @@ class Learning:
         serving: Any = None,
         watch: str | None = None,
         tilt: tuple[float, float] = (0.0, 3.0),
+        companions: bool = False,
     ):
         if serving is not None and not hasattr(serving, "load_adapter"):
             raise BackendError(f"the scientist's backend {serving.name!r} cannot load adapters; drop --ttt")
@@ -76,6 +78,8 @@ class Learning:
         """A class of moves whose held-out probability each update measures (`training.watch`)."""
         self.tilt = tilt
         """The draw's tilt (exponent, cap; `ScientistConfig.tilt`), which the watch's draw probability takes."""
+        self.companions = companions
+        """Train each group's lists' undrawn candidates for the experiments that ran too (`search.companions`)."""
         self.last_round = 0
         """Rounds up to this one have been examined for training."""
         self._old: dict[int, list[float]] = {}
@@ -172,9 +176,9 @@ class Learning:
     def update(self, round: int) -> None:
         """Every M rounds (`update_every`), an update on the groups collected since the last one; the next
         round samples from the new checkpoint."""
-        self._scored.clear()
         if round - self.last_round >= self.update_every:
             self._update(round)
+        self._scored.clear()
 
     def _update(self, round: int) -> None:
         rollouts = [
@@ -185,7 +189,10 @@ class Learning:
         again = self._replayed(round)
         if self.watch and rollouts:
             self._watch(rollouts, round)
-        note = {"last_round": round, "rollouts": [r.id for r in rollouts], "replayed": len(again)}
+        joined = sum(g.companions for g in groups)
+        note = {
+            "last_round": round, "rollouts": [r.id for r in rollouts], "replayed": len(again), "companions": joined
+        }  # fmt: skip
         result = self.trainer.update(groups + again, note=note)
         examined, self.last_round = self.last_round, round
         window = self.trainer.config.replay
@@ -203,16 +210,16 @@ class Learning:
             )
             self.log(f"update skipped: {why} since round {examined}")
             return
-        self.ledger.event(
-            "update", **_update_event(self.trainer.k, round, stats.model_dump(), result.scoring_s)
-        )
+        event = _update_event(self.trainer.k, round, stats.model_dump(), result.scoring_s)
+        self.ledger.event("update", **event, companions=joined)
         self._publish()
         self.log(
             f"update {self.trainer.k}: loss {stats.loss:.4f}"
             f"{f' (stated probability {stats.weight_loss:.4f})' if stats.weight_loss else ''}"
             f"  reward mean {stats.reward_mean:.2f}  groups "
             f"{stats.groups_used} used / {stats.groups_skipped} skipped"
-            f"{f' ({len(again)} replayed)' if again else ''}  steps {stats.steps}"
+            f"{f' ({len(again)} replayed)' if again else ''}"
+            f"{f' with {joined} companion(s)' if joined else ''}  steps {stats.steps}"
             f"{' (KL bound)' if stats.kl_stop else ''}  clip {stats.clip_fraction:.3f}  KL {stats.kl_old:.4f}"
             f"/{stats.kl:.4f}  entropy {stats.entropy:.3f}  {stats.seconds:.1f}s"
         )
@@ -266,8 +273,30 @@ class Learning:
                     group.tokens = first.tokens
                 else:  # each from its own list
                     group.action_tokens = [r.tokens for r in members]
+                    if self.companions:
+                        self._accompany(group, members)
             out.append(group)
         return out
+
+    def _accompany(self, group: ActionGroup, members: list[Rollout]) -> None:
+        """Add to a group of N lists' draws the candidates those lists wrote for the experiments that ran
+        (`search.companions`), each on its list's tokens, its old log-probs that list's scoring's slice."""
+        tok = self.trainer.backend.tokenizer
+        decode = lambda ids: tok.decode(ids, skip_special_tokens=True)  # noqa: E731
+        first = members[0]
+        for c in written_for(members, decode):
+            key = (first.group, tuple(c.tokens))
+            if key not in self._scored:  # scored at sampling; after a restart, again
+                self._scored[key] = self.trainer.proposal_logprobs(first.prompt, first.json_schema, c.tokens)
+            values = self._scored[key]
+            if values is None:
+                continue
+            group.actions.append(c.action)
+            group.rewards.append(c.reward)
+            group.old_logprobs.append(values[c.span[0] : c.span[1]])
+            group.action_tokens.append(c.tokens)
+            group.spans.append(c.span)
+            group.companions += 1
 
     def _rescore(self, members: list[Rollout], check: bool = True) -> list[list[float]]:
         first = members[0]

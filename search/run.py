@@ -157,6 +157,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         serving=serving,
         watch=cfg.ttt.watch or (run.task.config.probe.paying if run.task.config.probe else None),
         tilt=(cfg.scientist.tilt, cfg.scientist.tilt_cap),
+        companions=cfg.ttt.companions,
     )
     learning.start()
     return learning

@@ -88,6 +88,9 @@ class ActionGroup:
     action_tokens: list[list[int]] | None = None
     """Instead of `tokens`, where each action was drawn from its own sampled proposal (N verbalized lists
     of one prompt): action i is its candidate's span of `action_tokens[i]`, trained on policy."""
+    companions: int = 0
+    """How many of the actions (the last ones) are undrawn candidates of the lists whose experiment ran
+    (`search.companions`), rewarded as the drawn action that ran it."""
     replayed: bool = False
     """Trained on by an earlier update too (`GRPOConfig.replay`): `old_logprobs` are not the policy in
     force, so they are not checked against it."""
