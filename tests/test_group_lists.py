@@ -61,3 +61,23 @@ def test_each_action_trains_on_its_own_lists_tokens(tmp_path, tiny_backend):
     s, e = spans[0]
     after = trainer.proposal_logprobs(props[0].messages, props[0].json_schema, tokens[0])
     assert sum(after[s:e]) > before + 0.1
+
+
+def test_the_candidates_of_one_list_are_scored_in_one_row(tmp_path, tiny_backend):
+    """Every candidate of N lists (draws and companions alike) costs N rows, and each reads the log-probs it
+    would get in a row of its own."""
+    from arts.training.logprobs import score_targets, shared_rows, span_targets
+
+    Trainer(tiny_backend, GRPOConfig(), tmp_path / "run").start()
+    props = [p for p in _lists(tiny_backend) if len(p.spans) >= 2]
+    assert len(props) >= 2
+    targets = [
+        t for p in props for t in span_targets(tiny_backend, p.json_schema, p.completion.token_ids, p.spans)
+    ]
+    rows, index = shared_rows(targets)
+    assert len(rows) == len(props) and len(targets) > len(rows)
+    prompt = tiny_backend.encode_prompt(props[0].messages)
+    together = score_targets(tiny_backend.model, prompt, targets, 0)
+    for t, values in zip(targets, together):
+        alone = score_targets(tiny_backend.model, prompt, [t], 0)[0]
+        assert max(abs(a - b) for a, b in zip(values, alone)) < 1e-4

@@ -164,6 +164,20 @@ def move_positions(tokenizer: Any, tokens: list[int], span: tuple[int, int]) -> 
     return sorted({start + i for a, b in token_spans(ids, tokenizer.decode, chosen) for i in range(a, b)})
 
 
+def shared_rows(targets: list[ActionTarget]) -> tuple[list[ActionTarget], list[int]]:
+    """The targets to run, and each target's row among them: a target whose tokens begin another's (an
+    earlier candidate of the same sampled list, or the same action twice) is read off the longer one's
+    row, as the forward is causal. The draws and companions of N lists then cost N rows, not one each."""
+    rows: list[ActionTarget] = []
+    index = [0] * len(targets)
+    for i in sorted(range(len(targets)), key=lambda i: -len(targets[i].tokens)):
+        tokens = targets[i].tokens
+        index[i] = next((j for j, r in enumerate(rows) if r.tokens[: len(tokens)] == tokens), len(rows))
+        if index[i] == len(rows):
+            rows.append(targets[i])
+    return rows, index
+
+
 def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded (ids (N, L), mask (N, L) bool, allowed (N, L, W)); padding is all-allowed."""
     length = max(len(t.tokens) for t in targets)
@@ -183,11 +197,13 @@ def target_logprobs(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
     softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask."""
-    ids, mask, allowed = pack(targets, pad_id)
+    rows, index = shared_rows(targets)
+    ids, mask, allowed = pack(rows, pad_id)
     values = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature
     )
-    return values, mask.to(values.device)
+    at = torch.tensor(index, device=values.device)
+    return values[at], mask.to(values.device)[at]
 
 
 def target_scores(
@@ -197,12 +213,16 @@ def target_scores(
     """`target_logprobs` and the entropy (N, L) of each position's masked, tempered distribution (the
     entropy without gradients): the update's diagnostics come from the forward it trains on.
     `prompt_grad`, `distribution`: as `completion_logprobs`'s."""
-    ids, mask, allowed = pack(targets, pad_id)
+    rows, index = shared_rows(targets)
+    ids, mask, allowed = pack(rows, pad_id)
+    at = torch.tensor(index)
+    per_target = (lambda every: distribution(every[at.to(every.device)])) if distribution else None
     values, entropy = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True,
-        prompt_grad=prompt_grad, distribution=distribution,
+        prompt_grad=prompt_grad, distribution=per_target,
     )  # fmt: skip
-    return values, mask.to(values.device), entropy
+    at = at.to(values.device)
+    return values[at], mask.to(values.device)[at], entropy[at]
 
 
 @torch.no_grad()
