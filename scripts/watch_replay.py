@@ -18,7 +18,7 @@ With `--tilt BETA`, the adapter's draw weights are tilted as a search's draw til
 `scientist.tilt`; the cap is the run's `scientist.tilt_cap`); 0, the default, leaves them as stated.
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/watch_replay.py RUN_DIR... [--move "decrease TOL"]
-       [--adapter PATH] [--slots] [--tilt BETA] [--csv out.csv]
+       [--adapter PATH] [--slots] [--tilt BETA] [--rounds N] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def slots(backend, rollouts: list, move: str, temperature: float) -> dict | None
 
 def replay(
     run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None, by_slot: bool = False,
-    tilt: float = 0.0,
+    tilt: float = 0.0, rounds: int | None = None,
 ) -> list[dict]:  # fmt: skip
     cfg = read_stored_config(run_dir / "config.toml")
     with Store.open_readonly(run_dir) as store:
@@ -66,6 +66,7 @@ def replay(
     if adapter is not None:  # every round, under the one adapter
         rounds = sorted({r.round for r in state.rollouts.values()})
         events = [{"round": r, "k": str(adapter), "move": move} for r in rounds]
+    events = [e for e in events if rounds is None or e["round"] <= rounds]
     if not events:
         print(f"{run_dir}: no watch events (not a TTT run, or nothing watched)", file=sys.stderr)
         return []
@@ -108,6 +109,7 @@ def main() -> int:
     ap.add_argument("--adapter", type=Path, default=None, help="measure every round under this adapter")
     ap.add_argument("--slots", action="store_true", help="measure over every slot that allows the class")
     ap.add_argument("--tilt", type=float, default=0.0, help="tilt the adapter's draw weights by this exponent")
+    ap.add_argument("--rounds", type=int, default=None, help="only the run's first this-many rounds")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args()
     if args.adapter and not args.move:
@@ -115,7 +117,7 @@ def main() -> int:
     rows, cache = [], {}
     for run_dir in args.run_dirs:
         print(run_dir, flush=True)
-        rows += replay(run_dir, args.move, cache, args.adapter, args.slots, args.tilt)
+        rows += replay(run_dir, args.move, cache, args.adapter, args.slots, args.tilt, args.rounds)
     if args.csv and rows:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(rows[0]))
