@@ -57,7 +57,7 @@ def slots(backend, rollouts: list, move: str, temperature: float) -> dict | None
 
 def replay(
     run_dir: Path, move: str | None, backend_cache: dict, adapter: Path | None = None, by_slot: bool = False,
-    tilt: float = 0.0, rounds: int | None = None,
+    tilt: float = 0.0, first: int | None = None,
 ) -> list[dict]:  # fmt: skip
     cfg = read_stored_config(run_dir / "config.toml")
     with Store.open_readonly(run_dir) as store:
@@ -66,7 +66,7 @@ def replay(
     if adapter is not None:  # every round, under the one adapter
         rounds = sorted({r.round for r in state.rollouts.values()})
         events = [{"round": r, "k": str(adapter), "move": move} for r in rounds]
-    events = [e for e in events if rounds is None or e["round"] <= rounds]
+    events = [e for e in events if first is None or e["round"] <= first]
     if not events:
         print(f"{run_dir}: no watch events (not a TTT run, or nothing watched)", file=sys.stderr)
         return []
