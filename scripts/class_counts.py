@@ -8,7 +8,7 @@ per-run means is printed with a bootstrap 95% interval over runs (each group res
 Reads the stores only; no model is loaded.
 
 Usage: .venv/bin/python scripts/class_counts.py RUN_DIR... --move "decrease TOL" [--versus "*-warm-*"]
-       [--csv out.csv]
+       [--from-round R] [--csv out.csv]
 """
 
 from __future__ import annotations
@@ -26,21 +26,32 @@ import numpy as np  # noqa: E402
 from arts.search.bench.metrics import bootstrap_ci, mean_ci  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 
-FIELDS = ("lists", "lists_writing", "written", "drawn", "first_round_lists", "first_round_writing")
+FIELDS = (
+    "lists",
+    "lists_writing",
+    "share_writing",
+    "written",
+    "drawn",
+    "first_round_lists",
+    "first_round_writing",
+)
 
 
-def counts(run_dir: Path, move: str) -> dict:
+def counts(run_dir: Path, move: str, from_round: int = 1) -> dict:
     with Store.open_readonly(run_dir) as store:
         state = store.load_state()
+    rollouts = [r for r in state.rollouts.values() if r.round >= from_round]
     lists: dict[tuple, tuple] = {}
-    for r in state.rollouts.values():
+    for r in rollouts:
         lists.setdefault((r.group, tuple(r.tokens) or r.id), (r.round, r.candidates))
     hits = [
         (k, sum(str(c.get("hypothesis", "")).startswith(move) for c in cands)) for k, cands in lists.values()
     ]
-    drawn = sum(bool(_drawn(r, move)) for r in state.rollouts.values())
+    drawn = sum(bool(_drawn(r, move)) for r in rollouts)
     first = min((k for k, _ in hits), default=0)
-    return {"run": run_dir.name, "lists": len(lists), "lists_writing": sum(h > 0 for _, h in hits),
+    writing = sum(h > 0 for _, h in hits)
+    return {"run": run_dir.name, "lists": len(lists), "lists_writing": writing,
+            "share_writing": round(writing / len(lists), 4) if lists else 0.0,
             "written": sum(h for _, h in hits), "drawn": drawn,
             "first_round_writing": sum(h > 0 for k, h in hits if k == first),
             "first_round_lists": sum(k == first for k, _ in hits)}  # fmt: skip
@@ -58,9 +69,15 @@ def main() -> int:
     ap.add_argument("run_dirs", type=Path, nargs="+")
     ap.add_argument("--move", required=True, help='the class, as a hypothesis begins: "decrease TOL"')
     ap.add_argument("--versus", help="a glob on run folder names: those runs form the second group")
+    ap.add_argument(
+        "--from-round",
+        type=int,
+        default=1,
+        help="count the lists and draws of this round on (2: after a TTT run's first update)",
+    )
     ap.add_argument("--csv", type=Path)
     args = ap.parse_args()
-    rows = [counts(d, args.move) for d in args.run_dirs]
+    rows = [counts(d, args.move, args.from_round) for d in args.run_dirs]
     for row in rows:
         print("  ".join(f"{k} {row[k]}" for k in ("run", *FIELDS)))
     if args.csv:
@@ -71,7 +88,7 @@ def main() -> int:
     if args.versus:
         b = [r for r in rows if fnmatch.fnmatch(r["run"], args.versus)]
         a = [r for r in rows if r not in b]
-        for k in ("lists_writing", "written", "drawn", "first_round_writing"):
+        for k in ("lists_writing", "share_writing", "written", "drawn", "first_round_writing"):
             va, vb = [float(r[k]) for r in a], [float(r[k]) for r in b]
             diff = bootstrap_ci([vb, va], lambda p: np.mean(p[0], axis=-1) - np.mean(p[1], axis=-1))
             print(f"{k}: {args.versus} {mean_ci([vb]).fmt(2)} per run, the others {mean_ci([va]).fmt(2)}; "
