@@ -47,7 +47,10 @@ class ScientistConfig(BaseModel):
     """An audit's prompt shows each file it reads (material, evaluator or seed program) up to this many."""
     candidates: int = Field(4, ge=1, le=10)
     """K: candidates of every proposal (verbalized sampling). One K for every round: a proposal asked
-    with another K would need another scientist, which must then carry the adapter in force."""
+    with another K would need another scientist, which must then carry the adapter in force. With fewer
+    candidates than targets each candidate's share holds several and the scientist chooses which to move,
+    a choice a TTT update can raise: on probe-quadrature with 2, the TTT scientist wrote the paying class
+    in 69% of its lists after its first updates against 42% (docs/benchmark.md)."""
     inspect: int = Field(2, ge=0, le=5)
     """At most this many nodes inspected per round (0 turns inspection off)."""
     tail_depth: int = Field(3, ge=1)
