@@ -640,6 +640,19 @@ def sampled_proposal(backend, k: int = 3):
     return backend_scientist.propose(STATE, [1, 2], tail=False, seed=7)
 
 
+def tiny_scientist(monkeypatch: Any, tiny_model_dir: Path) -> None:
+    """`arts search` builds the tiny random model as its scientist and `RuleBackend` as its executor (the
+    latter where the config names the `rules` backend)."""
+    from arts.policy.backends.transformers import TransformersBackend
+
+    def make(mc, sink, seed):
+        if mc.backend == "rules":
+            return RuleBackend(seed)
+        return TransformersBackend(str(tiny_model_dir), usage_sink=sink, seed=seed)
+
+    monkeypatch.setattr("arts.search.run.make_backend", make)
+
+
 def free_port() -> int:
     """A loopback port that was free a moment ago."""
     with socket.socket() as s:

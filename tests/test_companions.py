@@ -8,7 +8,7 @@ from arts.search.companions import companions
 from arts.search.state import Rollout
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import Trainer
-from tests.doubles import make_task, sampled_proposal
+from tests.doubles import make_task, sampled_proposal, tiny_scientist
 
 
 def _rollout(prop, candidates, drawn: int, reward: float, rid: int) -> Rollout:
@@ -43,17 +43,10 @@ def test_an_undrawn_candidate_of_an_experiment_that_ran_takes_its_reward(tmp_pat
 def _ttt_search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str):
     """`arts search --ttt` on the toy task with the tiny model as scientist, 2 rounds of 3 lists of 3; the
     run's state and update events."""
-    from arts.policy.backends.transformers import TransformersBackend
     from arts.search.cli.main import main
     from arts.search.store import Store
-    from tests.doubles import RuleBackend
 
-    def make(mc, sink, seed):
-        if mc.backend == "rules":
-            return RuleBackend(seed)
-        return TransformersBackend(str(tiny_model_dir), usage_sink=sink, seed=seed)
-
-    monkeypatch.setattr("arts.search.run.make_backend", make)
+    tiny_scientist(monkeypatch, tiny_model_dir)
     run = tmp_path / name
     argv = ["search", str(tmp_path / "task"), "--run-dir", str(run), "--rounds", "2", "--evals", "400", "-q",
             "--ttt", "--lr", "1e-2", "--set", "executor_model.backend=rules", "--set", "scientist.audits=0",

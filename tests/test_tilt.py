@@ -11,7 +11,7 @@ import pytest
 from arts.training.grpo import GRPOConfig
 from arts.training.tilt import move_log_ratios, tilted
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
-from tests.doubles import RuleBackend, make_task, sampled_proposal
+from tests.doubles import make_task, sampled_proposal, tiny_scientist
 
 
 def test_tilted_multiplies_by_the_capped_exponential():
@@ -52,16 +52,10 @@ def test_a_fresh_adapter_implies_nothing_and_an_update_raises_the_rewarded_move(
 def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> list[dict]:
     """`arts search` on the toy task with the tiny model as scientist and RuleBackend as executor, 2 rounds;
     the run's draw events."""
-    from arts.policy.backends.transformers import TransformersBackend
     from arts.search.cli.main import main
     from arts.search.store import Store
 
-    def make(mc, sink, seed):
-        if mc.backend == "rules":
-            return RuleBackend(seed)
-        return TransformersBackend(str(tiny_model_dir), usage_sink=sink, seed=seed)
-
-    monkeypatch.setattr("arts.search.run.make_backend", make)
+    tiny_scientist(monkeypatch, tiny_model_dir)
     run = tmp_path / name
     argv = ["search", str(tmp_path / "task"), "--run-dir", str(run), "--rounds", "2", "--evals", "400", "-q",
             "--set", "executor_model.backend=rules", "--set", "scientist.audits=0", "--set", "scientist.inspect=0",
