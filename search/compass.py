@@ -25,9 +25,9 @@ GIVE_UP = 3
 
 
 def moves(state: SearchState, parent: Node, normalise: Callable[[float | None], float | None]):
-    """(level, whether it beat the parent) of each evaluated move of one constant or numeric keyword
-    from `parent`: the executor's evaluated edits, and probes (a node with one edit and no per-edit
-    result)."""
+    """(the constant or keyword's name, its verb, the step's level, whether it beat the parent) of each
+    evaluated move of one constant or numeric keyword from `parent`: the executor's evaluated edits, and
+    probes (a node with one edit and no per-edit result)."""
     values = {
         name: number(src)
         for path, text in parent.files.items()
@@ -44,10 +44,12 @@ def moves(state: SearchState, parent: Node, normalise: Callable[[float | None], 
         for t in judged:
             action = t.get("action") or {}
             if action.get("op") == "set_keyword":
-                old = keywords.get((action.get("call"), action.get("keyword")))
+                name = action.get("keyword")
+                old = keywords.get((action.get("call"), name))
                 new = number(str(action.get("value")))
             elif action.get("op") == "set_constant":
-                old, new = values.get(action.get("name")), action.get("value")
+                name = action.get("name")
+                old, new = values.get(name), action.get("value")
             else:
                 continue
             if not isinstance(new, int | float) or isinstance(new, bool) or old is None:
@@ -56,15 +58,38 @@ def moves(state: SearchState, parent: Node, normalise: Callable[[float | None], 
                 continue
             score = normalise(t.get("score")) if t["valid"] else None
             beat = score is not None and parent.score is not None and score > parent.score
-            yield step_level(old, new), beat
+            yield name, "increase" if new > old else "decrease", step_level(old, new), beat
 
 
 def level(state: SearchState, parent: Node, normalise: Callable[[float | None], float | None]) -> int:
     """The step level the next directed move from `parent` starts at (see the module docstring)."""
     failed, beat = Counter(), Counter()
-    for lvl, won in moves(state, parent, normalise):
+    for _, _, lvl, won in moves(state, parent, normalise):
         (beat if won else failed)[lvl] += 1
     out = 0
     while out < 2 and failed[out] >= GIVE_UP and not beat[out]:
         out += 1
     return out
+
+
+OPPOSITE = {"increase": "decrease", "decrease": "increase"}
+
+
+def held(state: SearchState, normalise: Callable[[float | None], float | None]) -> set[str]:
+    """The directed steps to hold back at the best node (`scientist.poll`), as `increase TOL`: those that
+    failed to beat it at its current level while the opposite step of that level has not run from it. A
+    compass search polls both directions before it trusts one; a 135M scientist copies the step it sees
+    tried, so on probe-kepler it wrote `increase TOL`, which hurts, round after round, and never the
+    opposite, which pays. Once both ways have run, both are offered again (the level then decides)."""
+    best = state.best()
+    if best is None:
+        return set()
+    lvl = level(state, best, normalise)
+    failed, tried = set(), set()
+    for name, verb, step, won in moves(state, best, normalise):
+        if step != lvl:
+            continue
+        tried.add(f"{verb} {name}")
+        if not won:
+            failed.add((verb, name))
+    return {f"{v} {n}" for v, n in failed if f"{OPPOSITE[v]} {n}" not in tried}

@@ -3,6 +3,9 @@ ones finer, a move that beat the parent keeps the level, and `arts search` passe
 
 from __future__ import annotations
 
+import json
+import sqlite3
+
 from arts.search import compass
 from arts.search.state import Node, SearchState
 from tests.doubles import RuleBackend, make_task
@@ -87,6 +90,7 @@ def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch)
     """Through `arts search`: each experiment's executor gets the level of its own parent."""
     from arts.policy.executor import Executor
     from arts.search.cli.main import main
+    from arts.search.store import Store
 
     backend = RuleBackend()
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: backend)
@@ -104,4 +108,58 @@ def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch)
     monkeypatch.setattr(Executor, "run", spy)
     argv = ["search", str(make_task(tmp_path / "task")), "--run-dir", str(tmp_path / "run"), "--group", "2"]
     assert main([*argv, "--budget.evals", "4", "--workers", "1"]) == 0
-    assert given and given == asked  # the level of the parent each experiment started from
+    with Store.open_readonly(tmp_path / "run") as store:
+        nodes = store.load_state().nodes.values()
+    parents = [n.parent for n in sorted(nodes, key=lambda n: n.id) if n.parent is not None]
+    assert given and given == parents and set(parents) <= set(asked)  # each its own parent's level
+
+
+def test_a_failed_step_is_held_back_until_the_other_way_has_run():
+    """`held`: a failed step at the best node's level waits for the opposite one; once both ran, neither."""
+    state, _ = _state([("A", 1.6, -2.0)])  # increase A (x2) failed
+    assert compass.held(state, same) == {"increase A"}
+    state, _ = _state([("A", 1.6, -2.0), ("A", 0.4, -3.0)])  # and decrease A failed too
+    assert compass.held(state, same) == set()
+    state, _ = _state([("A", 1.6, -0.5)])  # beat the parent: the child is the best node, nothing ran from it
+    assert compass.held(state, same) == set()
+
+
+def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict], list[list[str]]]:
+    """Through `arts search` on the toy task with X = 5 (the target is 3: `increase X` hurts): the moves
+    each proposal offered, and each round's candidates as the scientist wrote them (the draw events)."""
+    from arts.policy.scientist import Scientist
+    from arts.search.cli.main import main
+
+    task = make_task(tmp_path / f"task-{name}")
+    (task / "solution.py").write_text("X = 5.0\n\n\ndef value():\n    return float(X)\n")  # X alone
+    monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: RuleBackend())
+    offered: list[dict] = []
+    propose = Scientist.propose_lists
+
+    def spy(self, *args, **kwargs):
+        offered.append(dict(kwargs.get("targets") or {}))
+        return propose(self, *args, **kwargs)
+
+    monkeypatch.setattr(Scientist, "propose_lists", spy)
+    run = tmp_path / f"run-{name}"
+    argv = ["search", str(task), "--run-dir", str(run), "--group", "2", "--budget.evals", "5"]
+    assert main([*argv, "--workers", "1", *extra]) == 0
+    with sqlite3.connect(run / "arts.db") as db:
+        draws = [
+            json.loads(d)["payload"] for (d,) in db.execute("select data from events where kind = 'draw'")
+        ]
+    return offered, [[c["hypothesis"] for c in d["candidates"]] for d in draws]
+
+
+def test_arts_search_offers_the_other_way_after_a_failed_step(tmp_path, monkeypatch):
+    """Through `arts search`: once `increase X` fails, the next proposal offers X only `decrease` and its
+    lists write `decrease X`; with `scientist.poll` off they write `increase X` again."""
+    offered, lists = _offered(tmp_path, monkeypatch, "poll")
+    assert offered[0]["X"] == ("increase", "decrease")
+    assert offered[1]["X"] == ("decrease",)
+    assert any(h.startswith("increase X") for h in lists[0])
+    assert any(h.startswith("decrease X") for h in lists[1])
+    assert not any(h.startswith("increase X") for h in lists[1])
+    offered, lists = _offered(tmp_path, monkeypatch, "free", "--set", "scientist.poll=false")
+    assert offered[1]["X"] == ("increase", "decrease")
+    assert any(h.startswith("increase X") for h in lists[1])

@@ -16,7 +16,7 @@ from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import directed_target
 from arts.policy.proposal_schema import canonical_action
 from arts.policy.scientist import GENERIC_EXAMPLE, REFINABLE_CHARS, Proposal
-from arts.search import assembly
+from arts.search import assembly, compass
 from arts.search.context import Run
 from arts.search.investigation import hypotheses, observations, probes
 from arts.search.investigation.failures import Ahead
@@ -134,6 +134,8 @@ def propose(
         return Proposed([], None)
     if moves and (gone := hypotheses.abandoned(run.state)):  # a pivot: propose from elsewhere
         moves = hypotheses.open_moves(moves, gone) or moves
+    if moves and cfg.scientist.poll and (back := compass.held(run.state, run.task.normalise)):
+        moves = {n: tuple(v for v in vs if f"{v} {n}" not in back) or vs for n, vs in moves.items()}
     if moves and investigate and probe_budget(run):  # observation search: constants not yet probed
         seen = run.state.meta.get(probes.KEY, {})
         best = run.state.best()
