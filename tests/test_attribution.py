@@ -386,7 +386,8 @@ def test_the_critic_cannot_relabel_the_cause_the_evidence_backs():
 def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     """A numbers-only edit that hurt or blew up is refined on the same knobs; one that switched a term on
     from zero is the idea itself (left to the critic); an edit that changed the code and blew up without
-    moving any number is suspected in the code first."""
+    moving any number is suspected in the code first. On an exact evaluator a numbers-only edit that ran
+    blames the method, and one that changed nothing is accepted."""
     from arts.search.investigation.signals import measure
     from arts.search.state import Node, SearchState
 
@@ -415,6 +416,11 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     assert sig[5].evidence() == ("method", "local")
     assert sig[6].edit == "code" and sig[6].evidence() == ("implementation", "")
     assert sig[7].steps == (("LR", 0.05, 0.04),) and sig[7].evidence() == (None, "")
+    exact = {i: measure(state, nodes[i], tmp_path / str(i), deterministic=True) for i in (3, 7)}
+    assert exact[3].evidence() == exact[7].evidence() == ("method", "")  # the step: never code or protocol
+    inert = nodes[7].model_copy(update={"score": -0.37, "raw_score": 0.37})
+    assert measure(state, inert, tmp_path / "7", deterministic=True).evidence() == (None, "accept")
+    assert measure(state, inert, tmp_path / "7").evidence() == (None, "")  # measured again, it might move
     climbing = "".join(f'{{"step": {i}, "train_loss": {2 + i * i}}}\n' for i in range(5))  # 2 -> 18: < 10x
     valid = {i: nodes[i].model_copy(update={"status": "valid", "score": -18.0, "raw_score": 18.0, "reason": ""})
              for i in (4, 5)}  # fmt: skip

@@ -97,11 +97,12 @@ def test_after_a_reproduced_measurement_a_doubted_one_is_implemented_again_not_r
     (remeasured,) = _events(state, "remeasure")  # the first doubt is checked, and the score comes again
     assert remeasured["first"] == remeasured["second"]
     later = [e for e in _events(state, "follow_up") if e["ran"] > remeasured["round"]]
-    assert later and all(e["step"] == "repair" for e in later)  # no evaluation spent on the same score
+    assert later and all(e["step"] != "remeasure" for e in later)  # no evaluation spent on the same score
+    routed = [e["decision"] for e in _events(state, "routing") if e["round"] > remeasured["round"]]
+    assert routed and all(d["cause"]["category"] == "method" for d in routed)  # a stall, measured exactly
     for e in later:
         doubted, node = state.nodes[e["node"]], state.nodes[e["result"]]
-        assert node.parent == doubted.parent and node.follows == doubted.id  # from the doubted node's parent
-        assert node.files != doubted.files and "reproducible" in node.instructions
+        assert node.follows == doubted.id and node.files != doubted.files
 
 
 def test_an_unstable_measurement_keeps_the_worse_score(tmp_path, rules):
@@ -325,8 +326,9 @@ def test_the_scientist_may_propose_a_probe_and_a_drawn_one_is_measured_not_regis
 
 
 def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tmp_path, rules):
-    """`metric.deterministic = true`: the first doubted measurement is already implemented again from its
-    parent, not repeated (the same score would tell nothing)."""
+    """`metric.deterministic = true`: no doubted measurement is repeated (the same score would tell
+    nothing); a stall, whose programs ran and were measured exactly, is the method's, whatever the analyst
+    blamed (`as_run` turns a remeasurement scheduled on such a run into a repair: tested below)."""
     rules.cause = ("design", "major")
     cfg = _cfg(tmp_path, budget={"evals": 10}, attribution={"window": 2, "min_slope": 1.0})
     toml = tmp_path / "task" / "task.toml"
@@ -338,8 +340,30 @@ def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tm
     assert not _events(state, "remeasure")
     followed = _events(state, "follow_up")
     assert followed and all(e["step"] != "remeasure" for e in followed)
-    repairs = [state.nodes[e["result"]] for e in followed if e["step"] == "repair" and e["result"]]
-    assert any("declares its evaluator deterministic" in n.instructions for n in repairs)
+    routed = [e["decision"] for e in _events(state, "routing")]
+    assert routed and all(d["cause"]["category"] == "method" for d in routed)
+
+
+def test_a_step_that_ran_on_an_exact_evaluator_is_never_repaired(tmp_path, rules):
+    """Through a search on a deterministic task whose analyst blames the code every time: the numbers-only
+    steps that ran and scored worse, and a stall, are routed as the method's: no repair of code that ran."""
+    rules.cause = ("implementation", "major")
+    cfg = _cfg(tmp_path, budget={"evals": 8})
+    toml = tmp_path / "task" / "task.toml"
+    toml.write_text(
+        toml.read_text().replace('direction = "maximize"\n', 'direction = "maximize"\ndeterministic = true\n')
+    )
+    (tmp_path / "task" / "solution.py").write_text("X = 5.0\n\n\ndef value():\n    return float(X)\n")
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    nodes = state.nodes
+    worse = {
+        n.id for n in nodes.values() if n.parent and n.status == "valid" and n.score < nodes[n.parent].score
+    }
+    routed = [e for e in _events(state, "routing") if e["node"] in worse]
+    assert routed and all(e["decision"]["cause"]["category"] == "method" for e in routed)
+    repairs = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "repair"]
+    assert not [e for e in repairs if e["node"] in worse]
 
 
 @pytest.mark.parametrize(("severity", "route"), [("minor", "refine_local"), ("major", "refine_structural")])

@@ -160,7 +160,9 @@ def attribute_round(
             reflect(ledger, analyst, rep, n, round, seed)
             return n, None
         early = ahead is not None and not stall and n.id in ahead.decisions
-        evidence = (None, "") if stall else sig.evidence()  # a stall's failure is the plateau's
+        # a stall's failure is the plateau's: on an exact evaluator its programs ran and were measured as
+        # they are, so it is the method's (never a repair or a protocol fix of the best node)
+        evidence = (("method" if deterministic else None), "") if stall else sig.evidence()
         decision = (
             ahead.decisions[n.id]
             if early

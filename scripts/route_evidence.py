@@ -1,0 +1,67 @@
+"""How the harness's own signals would route the failures a finished run attributed: per stored routing,
+the decisive evidence (`search.investigation.signals`) of the attributed node as the code now measures
+it, against the route the run took. It replays the measured facts only (no model call): a route the
+evidence now fixes (a step that ran on an exact evaluator: the method's; one that changed nothing:
+accepted) is counted, the critic's other choices are not re-run.
+
+Usage: .venv/bin/python scripts/route_evidence.py RUN_DIR... [--csv OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+from collections import Counter
+from pathlib import Path
+
+import tomllib
+
+from arts.search.investigation import signals
+from arts.search.store import Store
+from arts.tasks.base import resolve_task
+
+
+def rows(run: Path) -> list[dict]:
+    """One row per stored routing of `run`: the node, the route taken, the evidence now."""
+    out = []
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+        task = resolve_task(tomllib.loads((run / "config.toml").read_text())["task"])
+        exact = bool(task.config.metric and task.config.metric.deterministic)
+        for e in state.events.values():
+            if e.kind != "routing" or not e.payload.get("decision"):
+                continue
+            node = state.nodes[e.payload["node"]]
+            sig = signals.measure(state, node, store.node_dir(node.id), exact)
+            blamed, depth = sig.evidence()
+            out.append({"run": run.name, "node": node.id, "route": e.payload["decision"]["action"],
+                        "edit": sig.edit, "blamed": blamed or "", "depth": depth})  # fmt: skip
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("runs", nargs="+", type=Path)
+    ap.add_argument("--csv", type=Path)
+    args = ap.parse_args(argv)
+    table, read = [], 0
+    for run in args.runs:
+        if not (run / "summary.json").exists():  # unfinished: its bench was stopped first
+            print(f"skipped (unfinished): {run}", file=sys.stderr)
+            continue
+        table, read = table + rows(run), read + 1
+    wasted = [r for r in table if r["route"] in ("repair", "fix_protocol")]
+    fixed = Counter("accept" if r["depth"] == "accept" else r["blamed"] or "-" for r in wasted)
+    print(f"{len(table)} routings in {read} runs; {len(wasted)} to a repair or a protocol fix")
+    print("of those, the evidence now: " + ", ".join(f"{k} {v}" for k, v in fixed.most_common()))
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["run"])
+            w.writeheader()
+            w.writerows(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
