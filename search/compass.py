@@ -76,20 +76,22 @@ OPPOSITE = {"increase": "decrease", "decrease": "increase"}
 
 
 def held(state: SearchState, normalise: Callable[[float | None], float | None]) -> set[str]:
-    """The directed steps to hold back at the best node (`scientist.poll`), as `increase TOL`: those that
-    failed to beat it at its current level while the opposite step of that level has not run from it. A
+    """The directed steps to hold back at the best node (`scientist.poll`), as `increase TOL`: those of
+    which every one run from it failed to beat it while the opposite way has not run from it at all. A
     compass search polls both directions before it trusts one; a 135M scientist copies the step it sees
     tried, so on probe-kepler it wrote `increase TOL`, which hurts, round after round, and never the
-    opposite, which pays. Once both ways have run, both are offered again (the level then decides)."""
+    opposite, which pays. Whatever the step's size: held only at its level, `increase TOL` came back
+    finer as soon as three failed moves of any knob made the level finer, and the model wrote it again.
+    Once both ways have run, both are offered (the compass's level then sets the size)."""
     best = state.best()
     if best is None:
         return set()
-    lvl = level(state, best, normalise)
-    failed, tried = set(), set()
-    for name, verb, step, won in moves(state, best, normalise):
-        if step != lvl:
-            continue
+    failed, won, tried = set(), set(), set()
+    for name, verb, _, beat in moves(state, best, normalise):
         tried.add(f"{verb} {name}")
-        if not won:
-            failed.add((verb, name))
-    return {f"{v} {n}" for v, n in failed if f"{OPPOSITE[v]} {n}" not in tried}
+        (won if beat else failed).add(f"{verb} {name}")
+    return {
+        move
+        for move in failed - won
+        if f"{OPPOSITE[move.split(' ', 1)[0]]} {move.split(' ', 1)[1]}" not in tried
+    }

@@ -122,6 +122,9 @@ def test_a_failed_step_is_held_back_until_the_other_way_has_run():
     assert compass.held(state, same) == set()
     state, _ = _state([("A", 1.6, -0.5)])  # beat the parent: the child is the best node, nothing ran from it
     assert compass.held(state, same) == set()
+    state, parent = _state([("A", 1.6, -2.0), ("B", 4.0, -2.0), ("C", 20, -2.0)])  # coarse, all failed
+    assert compass.level(state, parent, same) == 1  # the next steps are finer, and still not that way
+    assert compass.held(state, same) == {"increase A", "increase B", "increase C"}
 
 
 def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict], list[list[str]]]:
