@@ -29,6 +29,9 @@ def rows(run: Path) -> list[dict]:
         state = store.load_state()
         task = resolve_task(tomllib.loads((run / "config.toml").read_text())["task"])
         exact = bool(task.config.metric and task.config.metric.deterministic)
+        ran = {
+            e.payload["node"] for e in state.events.values() if e.kind == "follow_up" and e.payload["result"]
+        }
         for e in state.events.values():
             if e.kind != "routing" or not e.payload.get("decision"):
                 continue
@@ -36,7 +39,7 @@ def rows(run: Path) -> list[dict]:
             sig = signals.measure(state, node, store.node_dir(node.id), exact)
             blamed, depth = sig.evidence()
             out.append({"run": run.name, "node": node.id, "route": e.payload["decision"]["action"],
-                        "edit": sig.edit, "blamed": blamed or "", "depth": depth})  # fmt: skip
+                        "edit": sig.edit, "blamed": blamed or "", "depth": depth, "followed": node.id in ran})  # fmt: skip
     return out
 
 
@@ -55,6 +58,13 @@ def main(argv: list[str] | None = None) -> int:
     fixed = Counter("accept" if r["depth"] == "accept" else r["blamed"] or "-" for r in wasted)
     print(f"{len(table)} routings in {read} runs; {len(wasted)} to a repair or a protocol fix")
     print("of those, the evidence now: " + ", ".join(f"{k} {v}" for k, v in fixed.most_common()))
+    spent = [r for r in wasted if r["followed"]]
+    saved = [r for r in spent if r["depth"] == "accept"]
+    print(
+        f"evaluations their follow-ups spent: {len(spent)}; on programs now accepted (no follow-up): "
+        f"{len(saved)}; on steps now the method's (a refinement or a pivot instead): "
+        f"{sum(r['blamed'] == 'method' for r in spent)}"
+    )
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["run"])
