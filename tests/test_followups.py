@@ -252,6 +252,30 @@ def test_a_flawed_experiment_is_retested_next_round(tmp_path, rules, monkeypatch
         assert any(r["node"] == retests[0]["node"] for r in _events(state, "remeasure"))
 
 
+def test_a_step_that_ran_on_an_exact_evaluator_is_not_retested(tmp_path, rules, monkeypatch):
+    """The comparison calls every experiment flawed, on a task that declares its evaluator deterministic:
+    the knob steps that ran are not carried out again (the same step, the same score)."""
+
+    def flag_all(b, schema):
+        answer = doubles.compare_answer(b, schema)
+        return answer | {"flawed": [v["hypothesis"] for v in answer["verdicts"]]}
+
+    monkeypatch.setitem(doubles.ANALYSIS, "compare", flag_all)
+    cfg = _cfg(tmp_path, budget={"evals": 8})
+    toml = tmp_path / "task" / "task.toml"
+    toml.write_text(
+        toml.read_text().replace('direction = "maximize"\n', 'direction = "maximize"\ndeterministic = true\n')
+    )
+    (tmp_path / "task" / "solution.py").write_text(
+        "X = 1.0\n\n\ndef value():\n    return float(X)\n"
+    )  # X alone
+    run_with_rules(cfg, tmp_path / "run")
+    state = _state(tmp_path / "run")
+    assert _events(state, "comparison") and not [
+        e for e in _events(state, "follow_up_scheduled") if e["decision"] == "retest"
+    ]
+
+
 def test_a_routed_decision_is_not_overridden_by_a_flawed_verdict(tmp_path, rules, monkeypatch):
     """The comparison calls every experiment flawed; where the attribution routed a failure, its route
     still decides what runs next (a retest only follows experiments no route acted on)."""

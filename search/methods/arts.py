@@ -13,7 +13,7 @@ from __future__ import annotations
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import followups, hypotheses, observations, pursue
+from arts.search.investigation import followups, hypotheses, observations, pursue, signals
 from arts.search.investigation.attribution import Decision
 from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
@@ -70,6 +70,17 @@ def exact(run: Run) -> bool:
     return followups.reproducible(run.ledger, bool(metric and metric.deterministic))
 
 
+def ran_a_step(run: Run, hypothesis: int) -> bool:
+    """Whether the hypothesis's last experiment changed only numbers of its parent's program and ran valid:
+    a comparison's `flawed` verdict on it would spend an evaluation carrying the same step out again (on
+    probe runs, 27 retests in 24 runs, most of them knob steps that had run)."""
+    h = run.state.hypotheses.get(hypothesis)
+    last = run.state.nodes.get(h.nodes[-1]) if h is not None and h.nodes else None
+    if last is None or last.status != "valid" or last.parent is None:
+        return False
+    return signals.measure(run.state, last, run.ledger.store.node_dir(last.id), True).edit == "numbers"
+
+
 def attribution_ahead(run: Run, followed: list[Node]) -> Ahead | None:
     """Attribution that may start while the round's experiments evaluate (`failures.Ahead`): where they
     run at once and the analyst shares the executor's model, whose batches its calls can join."""
@@ -111,6 +122,8 @@ def analyse(run: Run, nodes: list[Node], ahead: Ahead | None = None) -> tuple[di
         run.ledger.event("overlap", round=run.round, step="analysis", batches=batches)
     decisions = results.pop(0) if work is not None else {}
     flawed = results.pop(0) if compare else set()
+    if flawed and exact(run):  # a step that ran, measured exactly, is neither a bug nor a broken protocol
+        flawed = {h for h in flawed if not ran_a_step(run, h)}
     if decisions:
         run.log(routes_line(run.round, decisions))
     if compare and on and cfg.attribution.follow_ups:
