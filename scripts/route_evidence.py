@@ -4,6 +4,8 @@ it, against the route the run took. It replays the measured facts only (no model
 evidence now fixes (a step that ran on an exact evaluator: the method's; one that changed nothing:
 accepted) is counted, the critic's other choices are not re-run.
 
+It also counts the retests a comparison's `flawed` verdict carried out, by the kind of edit retested.
+
 Usage: .venv/bin/python scripts/route_evidence.py RUN_DIR... [--csv OUT]
 """
 
@@ -43,17 +45,31 @@ def rows(run: Path) -> list[dict]:
     return out
 
 
+def retests(run: Path) -> list[str]:
+    """The kind of edit (numbers, code) and status of each node a comparison's retest carried out again."""
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+        out = []
+        for e in state.events.values():
+            if e.kind == "follow_up" and e.payload.get("decision") == "retest" and e.payload.get("result"):
+                node = state.nodes[e.payload["node"]]
+                sig = signals.measure(state, node, store.node_dir(node.id), True)
+                out.append(f"{sig.edit or '-'} edit, {node.status}")
+        return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--csv", type=Path)
     args = ap.parse_args(argv)
-    table, read = [], 0
+    table, read, retested = [], 0, []
     for run in args.runs:
         if not (run / "summary.json").exists():  # unfinished: its bench was stopped first
             print(f"skipped (unfinished): {run}", file=sys.stderr)
             continue
         table, read = table + rows(run), read + 1
+        retested += retests(run)
     wasted = [r for r in table if r["route"] in ("repair", "fix_protocol")]
     fixed = Counter("accept" if r["depth"] == "accept" else r["blamed"] or "-" for r in wasted)
     print(f"{len(table)} routings in {read} runs; {len(wasted)} to a repair or a protocol fix")
@@ -65,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{len(saved)}; on steps now the method's (a refinement or a pivot instead): "
         f"{sum(r['blamed'] == 'method' for r in spent)}"
     )
+    kinds = Counter(retested).most_common()
+    print(f"retests carried out: {len(retested)} (" + ", ".join(f"{k} {v}" for k, v in kinds) + ")")
     if args.csv:
         with args.csv.open("w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(table[0]) if table else ["run"])
