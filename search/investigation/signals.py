@@ -9,7 +9,7 @@ parent's had not (the method, one step too far or too short), a regression too s
 program that computes what its parent does (up to names and comments) yet scored lower on an evaluator
 that is not known to be exact (the measurement). On an exact evaluator a numbers-only edit that ran is
 the step's own doing: one that hurt blames the method (never a repair or a remeasurement: over four probe-kepler
-runs the 135M critic sent 17 of 43 routed failures, mostly such steps, to a repair), and one
+runs the 135M critic sent 15 of 30 routed failures, mostly such steps, to a repair), and one
 that changed the score not at all is accepted (an inert knob: its refinements were spent evaluations).
 The diff says which of two kinds an edit was: one that changed only
 numbers (a step along knobs: when a large one, x4 or more, made things worse, or any blew up, the step
