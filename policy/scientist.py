@@ -104,9 +104,9 @@ class ScientistConfig(BaseModel):
     probe-quadrature under `ttt.grpo.train_on=move` the credit fell below chance (docs/benchmark.md).
     Not yet measured; a served scientist's actions are still scored in the default order."""
     poll: bool = True
-    """The other way first: a directed step of a constant that failed to beat the best node is not offered
-    again from it until the opposite step of the same size has run there (a compass search polls both
-    directions; `search.compass.held`). On probe-kepler with two candidates per list the embedded model
+    """The other way first: a direction of a constant whose every step from the best node failed to beat it
+    is not offered again from it until the opposite direction has run there, whatever the step's size (a
+    compass search polls both directions; `search.compass.held`). On probe-kepler with two candidates per list the embedded model
     wrote `increase TOL`, which hurts, round after round and `decrease TOL`, which pays, in none of 62
     lists (docs/benchmark.md)."""
 

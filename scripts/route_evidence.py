@@ -24,9 +24,10 @@ from arts.search.store import Store
 from arts.tasks.base import resolve_task
 
 
-def rows(run: Path) -> list[dict]:
-    """One row per stored routing of `run`: the node, the route taken, the evidence now."""
-    out = []
+def rows(run: Path) -> tuple[list[dict], list[str]]:
+    """One row per stored routing of `run` (the node, the route taken, the evidence now), and the kind of
+    edit (numbers, code) and status of each node a comparison's retest carried out again."""
+    out, retested = [], []
     with Store.open_readonly(run) as store:
         state = store.load_state()
         task = resolve_task(tomllib.loads((run / "config.toml").read_text())["task"])
@@ -35,6 +36,10 @@ def rows(run: Path) -> list[dict]:
             e.payload["node"] for e in state.events.values() if e.kind == "follow_up" and e.payload["result"]
         }
         for e in state.events.values():
+            if e.kind == "follow_up" and e.payload.get("decision") == "retest" and e.payload.get("result"):
+                node = state.nodes[e.payload["node"]]
+                sig = signals.measure(state, node, store.node_dir(node.id), True)
+                retested.append(f"{sig.edit or '-'} edit, {node.status}")
             if e.kind != "routing" or not e.payload.get("decision"):
                 continue
             node = state.nodes[e.payload["node"]]
@@ -42,20 +47,7 @@ def rows(run: Path) -> list[dict]:
             blamed, depth = sig.evidence()
             out.append({"run": run.name, "node": node.id, "route": e.payload["decision"]["action"],
                         "edit": sig.edit, "blamed": blamed or "", "depth": depth, "followed": node.id in ran})  # fmt: skip
-    return out
-
-
-def retests(run: Path) -> list[str]:
-    """The kind of edit (numbers, code) and status of each node a comparison's retest carried out again."""
-    with Store.open_readonly(run) as store:
-        state = store.load_state()
-        out = []
-        for e in state.events.values():
-            if e.kind == "follow_up" and e.payload.get("decision") == "retest" and e.payload.get("result"):
-                node = state.nodes[e.payload["node"]]
-                sig = signals.measure(state, node, store.node_dir(node.id), True)
-                out.append(f"{sig.edit or '-'} edit, {node.status}")
-        return out
+    return out, retested
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,8 +60,8 @@ def main(argv: list[str] | None = None) -> int:
         if not (run / "summary.json").exists():  # unfinished: its bench was stopped first
             print(f"skipped (unfinished): {run}", file=sys.stderr)
             continue
-        table, read = table + rows(run), read + 1
-        retested += retests(run)
+        routed, again = rows(run)
+        table, read, retested = table + routed, read + 1, retested + again
     wasted = [r for r in table if r["route"] in ("repair", "fix_protocol")]
     fixed = Counter("accept" if r["depth"] == "accept" else r["blamed"] or "-" for r in wasted)
     print(f"{len(table)} routings in {read} runs; {len(wasted)} to a repair or a protocol fix")

@@ -86,12 +86,8 @@ def held(state: SearchState, normalise: Callable[[float | None], float | None]) 
     best = state.best()
     if best is None:
         return set()
-    failed, won, tried = set(), set(), set()
+    failed, won = set(), set()
     for name, verb, _, beat in moves(state, best, normalise):
-        tried.add(f"{verb} {name}")
-        (won if beat else failed).add(f"{verb} {name}")
-    return {
-        move
-        for move in failed - won
-        if f"{OPPOSITE[move.split(' ', 1)[0]]} {move.split(' ', 1)[1]}" not in tried
-    }
+        (won if beat else failed).add((verb, name))
+    tried = failed | won
+    return {f"{verb} {name}" for verb, name in failed - won if (OPPOSITE[verb], name) not in tried}

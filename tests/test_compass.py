@@ -115,7 +115,8 @@ def test_arts_search_gives_the_executor_the_parents_level(tmp_path, monkeypatch)
 
 
 def test_a_failed_step_is_held_back_until_the_other_way_has_run():
-    """`held`: a failed step at the best node's level waits for the opposite one; once both ran, neither."""
+    """`held`: a direction that failed from the best node waits for the opposite one, at any step size;
+    once both ran, neither."""
     state, _ = _state([("A", 1.6, -2.0)])  # increase A (x2) failed
     assert compass.held(state, same) == {"increase A"}
     state, _ = _state([("A", 1.6, -2.0), ("A", 0.4, -3.0)])  # and decrease A failed too
