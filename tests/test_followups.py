@@ -161,6 +161,31 @@ def test_a_pivot_gives_up_a_direction_and_the_opposite_step_stays_open():
     assert hypotheses.open_moves({"LR": ("increase",)}, {"increase LR"}) == {}  # nothing left on it
 
 
+def test_a_stall_on_an_inert_knob_of_an_exact_evaluator_is_accepted(tmp_path):
+    """A plateau of knob steps that changed no score, measured exactly: nothing to refine, no follow-up."""
+    from arts.policy.analysis import AnalysisConfig, Analyst
+    from arts.search.investigation.attribution import AttributionConfig
+    from arts.search.investigation.failures import attribute_round
+    from arts.search.ledger import Ledger
+    from arts.search.state import Node
+
+    with Store.open(tmp_path / "run", create=True) as store:
+        ledger = Ledger(store)
+        seed = {"solution.py": "X = 1.0\nN = 10\n"}
+        root = ledger.add(Node(parent=None, status="seed", score=-4.0, raw_score=-4.0, files=seed))
+        nodes = [
+            ledger.add(Node(parent=root.id, round=r, status="valid", score=-4.0, raw_score=-4.0,
+                            hypothesis=f"increase N {r}", files={"solution.py": f"X = 1.0\nN = {n}\n"}))
+            for r, n in [(1, 20), (2, 40), (2, 80)]
+        ]  # fmt: skip
+        cfg = AttributionConfig(window=3)
+        analyst = Analyst(RuleBackend(), AnalysisConfig())
+        exact = attribute_round(ledger, analyst, nodes[1:], cfg, round=2, seed=0, deterministic=True)
+        assert exact and all(d.action == "accept" for d in exact.values())
+        inexact = attribute_round(ledger, analyst, nodes[1:], cfg, round=2, seed=0)
+        assert inexact and not all(d.action == "accept" for d in inexact.values())  # left to the critic
+
+
 def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_plateau(tmp_path):
     from arts.policy.analysis import AnalysisConfig, Analyst
     from arts.search.investigation.attribution import AttributionConfig
