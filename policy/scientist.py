@@ -130,6 +130,9 @@ class Proposal(BaseModel):
     messages: list[Message]
     completion: Completion | None = None
     json_schema: dict | None = None
+    open_schema: dict | None = None
+    """The same list's grammar without the compass poll's holds (`propose_lists`' `open_targets`), where
+    they narrowed a target to one direction; None where nothing was held."""
     spans: list[tuple[int, int]] = []
     """Each candidate's [start, end) tokens in `completion.token_ids` (what training learns from); empty
     when the backend reports no tokens (a served model)."""
@@ -204,6 +207,7 @@ class Scientist:
         targets: Moves | None = None,
         refinable: dict[int, str] | None = None,
         plan_axes: list[str] | None = None,
+        open_targets: Moves | None = None,
     ) -> list[Proposal]:
         """n independent verbalized lists of one prompt (sampled together, one prefill), each of K
         candidates; `example` is a concrete hypothesis about this program (a small model copies the
@@ -229,6 +233,13 @@ class Scientist:
             plan_axes,
             axis_first=self.config.axis_first,
         )
+        opened = None
+        if patterns and open_targets and open_targets != targets:
+            wide = spread(open_targets, k)
+            opened = proposal_schema(
+                parent_ids, k, observation_ids, [directed_pattern(m) for m in wide], wide, [], [],
+                axis_first=self.config.axis_first,
+            ).model_json_schema()  # fmt: skip
         ask = f"Propose {k} different next experiments, each with the probability that you would choose it."
         if tail:
             ask += f" Give unusual ideas from the tail of your distribution: each probability below {self.config.tail_threshold}."
@@ -266,7 +277,8 @@ class Scientist:
             refinable=list(refinable),
             plan_axes=plan_axes,
         )
-        return [self._proposal(c, messages, schema, item, bool(patterns)) for c in comps]
+        props = [self._proposal(c, messages, schema, item, bool(patterns)) for c in comps]
+        return [p.model_copy(update={"open_schema": opened}) for p in props] if opened else props
 
     def _proposal(
         self, c: Completion, messages: list[Message], schema: type[BaseModel], item: Any, directed: bool

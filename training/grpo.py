@@ -74,6 +74,12 @@ class GRPOConfig(BaseModel):
     weight_coef: float = Field(0.0, ge=0)
     """Weight of a loss that moves each drawn candidate's expected stated probability, which the draw
     follows, the way its advantage says (`training.stated`); 0: off."""
+    learn_forced: bool = False
+    """Score a move the compass poll forced (`scientist.poll` left its target one direction) under the
+    list's grammar without the hold, as the scientist's own choice, in the update, the tilt and the watch.
+    Under the grammar that sampled it the forced tokens have probability 1 and carry no gradient, so the
+    direction that pays is learned only where both ways are open: the poll's forced steps are the winners
+    a learner most needs, written where the base model's prior is weakest."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     replay: int = Field(0, ge=0)

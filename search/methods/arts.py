@@ -18,7 +18,7 @@ from arts.search.investigation.attribution import Decision
 from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
 from arts.search.methods.base import method
-from arts.search.methods.proposals import Proposed, propose, run_group
+from arts.search.methods.proposals import Proposed, propose, run_group, scored_schema
 from arts.search.state import Node
 from arts.training.tilt import move_log_ratios, tilted
 
@@ -209,6 +209,6 @@ def move_ratios(run: Run, proposed: Proposed) -> list[float] | None:
     first = proposed.lists[0]
     lists = [(p.completion.token_ids if p.completion else [], p.spans) for p in proposed.lists]
     per_list = move_log_ratios(
-        backend, adapter, first.messages, first.json_schema or {}, lists, cfg.scientist.temperature
+        backend, adapter, first.messages, scored_schema(run, first) or {}, lists, cfg.scientist.temperature
     )
     return [r for p, got in zip(proposed.lists, per_list) for r in (got or [0.0] * len(p.candidates))]

@@ -134,13 +134,14 @@ def propose(
         return Proposed([], None)
     if moves and (gone := hypotheses.abandoned(run.state)):  # a pivot: propose from elsewhere
         moves = hypotheses.open_moves(moves, gone) or moves
-    if moves and cfg.scientist.poll and (back := compass.held(run.state, run.task.normalise)):
-        moves = {n: tuple(v for v in vs if f"{v} {n}" not in back) or vs for n, vs in moves.items()}
     if moves and investigate and probe_budget(run):  # observation search: constants not yet probed
         seen = run.state.meta.get(probes.KEY, {})
         best = run.state.best()
         probeable = set(probes.constants(best)) - set(seen) if best else set()  # not a keyword's
         moves = {n: (*v, "probe") if n in probeable else v for n, v in moves.items()}
+    offered = moves  # before the poll: what training scores a forced direction against (`scored_schema`)
+    if moves and cfg.scientist.poll and (back := compass.held(run.state, run.task.normalise)):
+        moves = {n: tuple(v for v in vs if f"{v} {n}" not in back) or vs for n, vs in moves.items()}
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
     k = cfg.scientist.parents
@@ -161,6 +162,7 @@ def propose(
         targets=moves or None,
         refinable=refinable(run),
         plan_axes=plan_axes(run.state.meta),
+        open_targets=offered if offered != moves else None,
     )
     for prop in props:
         if not prop.candidates:
@@ -218,7 +220,7 @@ def run_group(
                 drawn=j,
                 probability=min(max(prob, 0.0), 1.0),
                 action=canonical_action(c),
-                json_schema=prop.json_schema,
+                json_schema=scored_schema(run, prop),
                 tokens=list(prop.completion.token_ids) if prop.spans else [],
                 span=list(prop.spans[j]) if prop.spans else [],
             )
@@ -247,6 +249,14 @@ def run_group(
         nodes += run_at_once(run, waiting, workers, nodes, ahead)
     link_repeats(run, rollouts, first)
     return rollouts, nodes
+
+
+def scored_schema(run: Run, prop: Proposal) -> dict | None:
+    """The grammar an action of `prop` is trained, tilted and watched under: the one that sampled it, or
+    with `ttt.grpo.learn_forced` the list's grammar without the compass poll's holds, so that a direction
+    the poll forced is scored as the scientist's choice (under the grammar that sampled it, its tokens
+    have probability 1 and carry no gradient)."""
+    return prop.open_schema if run.cfg.ttt.grpo.learn_forced and prop.open_schema else prop.json_schema
 
 
 def link_repeats(run: Run, rollouts: list[Rollout], first: dict[str, Rollout]) -> None:
