@@ -128,9 +128,10 @@ def test_a_failed_step_is_held_back_until_the_other_way_has_run():
     assert compass.held(state, same) == {"increase A", "increase B", "increase C"}
 
 
-def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict], list[list[str]]]:
+def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict], list[list[str]], list[list]]:
     """Through `arts search` on the toy task with X = 5 (the target is 3: `increase X` hurts): the moves
-    each proposal offered, and each round's candidates as the scientist wrote them (the draw events)."""
+    each proposal offered, each round's candidates as the scientist wrote them (the draw events), and
+    what the poll held back (its events)."""
     from arts.policy.scientist import Scientist
     from arts.search.cli.main import main
 
@@ -149,21 +150,23 @@ def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict],
     argv = ["search", str(task), "--run-dir", str(run), "--group", "2", "--budget.evals", "5"]
     assert main([*argv, "--workers", "1", *extra]) == 0
     with sqlite3.connect(run / "arts.db") as db:
-        draws = [
-            json.loads(d)["payload"] for (d,) in db.execute("select data from events where kind = 'draw'")
-        ]
-    return offered, [[c["hypothesis"] for c in d["candidates"]] for d in draws]
+        events = [json.loads(d) for (d,) in db.execute("select data from events")]
+    draws = [e["payload"] for e in events if e["kind"] == "draw"]
+    held = [e["payload"]["held"] for e in events if e["kind"] == "poll"]
+    return offered, [[c["hypothesis"] for c in d["candidates"]] for d in draws], held
 
 
 def test_arts_search_offers_the_other_way_after_a_failed_step(tmp_path, monkeypatch):
     """Through `arts search`: once `increase X` fails, the next proposal offers X only `decrease` and its
     lists write `decrease X`; with `scientist.poll` off they write `increase X` again."""
-    offered, lists = _offered(tmp_path, monkeypatch, "poll")
+    offered, lists, held = _offered(tmp_path, monkeypatch, "poll")
+    assert held and held[0] == ["increase X"]  # recorded: the run says what its menus left out
     assert offered[0]["X"] == ("increase", "decrease")
     assert offered[1]["X"] == ("decrease",)
     assert any(h.startswith("increase X") for h in lists[0])
     assert any(h.startswith("decrease X") for h in lists[1])
     assert not any(h.startswith("increase X") for h in lists[1])
-    offered, lists = _offered(tmp_path, monkeypatch, "free", "--set", "scientist.poll=false")
+    offered, lists, held = _offered(tmp_path, monkeypatch, "free", "--set", "scientist.poll=false")
+    assert not held
     assert offered[1]["X"] == ("increase", "decrease")
     assert any(h.startswith("increase X") for h in lists[1])

@@ -142,6 +142,7 @@ def propose(
     offered = moves  # before the poll: what training scores a forced direction against (`scored_schema`)
     if moves and cfg.scientist.poll and (back := compass.held(run.state, run.task.normalise)):
         moves = {n: tuple(v for v in vs if f"{v} {n}" not in back) or vs for n, vs in moves.items()}
+        run.ledger.event("poll", round=run.round, held=sorted(back))
     state, shown, obs = state_prompt(run)
     optimize = run.task.config.kind == "optimize"
     k = cfg.scientist.parents
