@@ -2,7 +2,12 @@
 
 Per run (a run folder of any method): the verbalized lists the scientist sampled, the lists that wrote
 the class (a candidate whose hypothesis starts with it), the candidates that did, the draws of it
-(experiments run on it), and the lists of the run's first round and those of them that wrote it. Given `--versus GLOB`, the runs matched by it are a second
+(experiments run on it), and the lists of the run's first round and those of them that wrote it. And
+where the class's target was offered both ways (not held back by the compass poll, `scientist.poll`: the
+run's `poll` events, or for a run made before them its holds recomputed from the nodes of the rounds
+before, `search.compass.held`): the candidates that moved the target (`open_target`) and those of them
+that wrote the class (`open_class`), its share (`open_share`): the scientist's own choice of direction,
+which a forced one hides (its difference between groups: over the runs with any such candidate). Given `--versus GLOB`, the runs matched by it are a second
 group (for instance a warm start against the base weights, seed by seed) and the difference of the
 per-run means is printed with a bootstrap 95% interval over runs (each group resampled on its own, `search.bench.metrics.bootstrap_ci`).
 Reads the stores only; no model is loaded.
@@ -23,8 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import numpy as np  # noqa: E402
 
+from arts.search import compass  # noqa: E402
 from arts.search.bench.metrics import bootstrap_ci, mean_ci  # noqa: E402
+from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
+from arts.tasks.base import resolve_task  # noqa: E402
 
 FIELDS = (
     "lists",
@@ -34,6 +42,9 @@ FIELDS = (
     "drawn",
     "first_round_lists",
     "first_round_writing",
+    "open_target",
+    "open_class",
+    "open_share",
 )
 
 
@@ -48,13 +59,45 @@ def counts(run_dir: Path, move: str, from_round: int = 1) -> dict:
         (k, sum(str(c.get("hypothesis", "")).startswith(move) for c in cands)) for k, cands in lists.values()
     ]
     drawn = sum(bool(_drawn(r, move)) for r in rollouts)
+    verb, target = move.split(maxsplit=1)
+    held = holds(run_dir, state, {r.round for r in rollouts})
+    opposite = {"increase": "decrease", "decrease": "increase"}.get(verb, "")
+    moved = [
+        h for k, cands in lists.values() if f"{opposite} {target}" not in held.get(k, set())
+        for c in cands if len(h := str(c.get("hypothesis", "")).split()) > 1 and h[1] == target
+    ]  # fmt: skip
+    hit = sum(h[0] == verb for h in moved)
     first = min((k for k, _ in hits), default=0)
     writing = sum(h > 0 for _, h in hits)
     return {"run": run_dir.name, "lists": len(lists), "lists_writing": writing,
             "share_writing": round(writing / len(lists), 4) if lists else 0.0,
             "written": sum(h for _, h in hits), "drawn": drawn,
             "first_round_writing": sum(h > 0 for k, h in hits if k == first),
-            "first_round_lists": sum(k == first for k, _ in hits)}  # fmt: skip
+            "first_round_lists": sum(k == first for k, _ in hits),
+            "open_target": len(moved), "open_class": hit,
+            "open_share": round(hit / len(moved), 4) if moved else 0.0}  # fmt: skip
+
+
+def holds(run_dir: Path, state, rounds: set[int]) -> dict[int, set[str]]:
+    """The directions the poll held back in each round: from its `poll` events, else recomputed from the
+    nodes made before the round (under the run's task's direction; no model)."""
+    with Store.open_readonly(run_dir) as store:
+        events = [e.payload for e in store.events("poll")]
+    if events:
+        out: dict[int, set[str]] = {}
+        for e in events:
+            out.setdefault(e["round"], set()).update(e["held"])
+        return out
+    cfg = read_stored_config(run_dir / "config.toml")
+    if not cfg.scientist.poll:
+        return {}
+    task = resolve_task(cfg.task)
+    return {r: compass.held(before(state, r), task.normalise) for r in rounds}
+
+
+def before(state, r: int):
+    """The state as it was when round r began: the nodes of earlier rounds."""
+    return state.model_copy(update={"nodes": {i: n for i, n in state.nodes.items() if n.round < r}})
 
 
 def _drawn(rollout, move: str) -> bool:
@@ -88,8 +131,13 @@ def main() -> int:
     if args.versus:
         b = [r for r in rows if fnmatch.fnmatch(r["run"], args.versus)]
         a = [r for r in rows if r not in b]
-        for k in ("lists_writing", "share_writing", "written", "drawn", "first_round_writing"):
-            va, vb = [float(r[k]) for r in a], [float(r[k]) for r in b]
+        for k in ("lists_writing", "share_writing", "written", "drawn", "first_round_writing", "open_share"):
+            some = (
+                (lambda r: r["open_target"] > 0) if k == "open_share" else (lambda r: True)
+            )  # a share of none
+            va, vb = [float(r[k]) for r in a if some(r)], [float(r[k]) for r in b if some(r)]
+            if not va or not vb:
+                continue
             diff = bootstrap_ci([vb, va], lambda p: np.mean(p[0], axis=-1) - np.mean(p[1], axis=-1))
             print(f"{k}: {args.versus} {mean_ci([vb]).fmt(2)} per run, the others {mean_ci([va]).fmt(2)}; "
                   f"difference {diff.fmt(2)}")  # fmt: skip
