@@ -364,6 +364,8 @@ def test_a_decisive_signal_outweighs_the_critic_and_sets_the_depth():
     assert accepted.action == "accept"
     local = attribute(Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("method", "local"))
     assert local.action == "refine_local" and local.index == 2
+    inert = attribute(Analyst(backend, AnalysisConfig()), "report", CFG, seed=1, evidence=("method", "pivot"))
+    assert inert.action == "pivot" and not inert.clamped  # the judge's "valid" does not keep an inert knob
     plain = CFG.model_copy(update={"critic": False})
     table = attribute(
         Analyst(backend, AnalysisConfig()), "report", plain, seed=1, evidence=("implementation", "")
@@ -387,7 +389,7 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     """A numbers-only edit that hurt or blew up is refined on the same knobs; one that switched a term on
     from zero is the idea itself (left to the critic); an edit that changed the code and blew up without
     moving any number is suspected in the code first. On an exact evaluator a numbers-only edit that ran
-    blames the method, and one that changed nothing is accepted."""
+    blames the method, and one that changed nothing is pivoted from (an inert knob)."""
     from arts.search.investigation.signals import measure
     from arts.search.state import Node, SearchState
 
@@ -419,7 +421,7 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     exact = {i: measure(state, nodes[i], tmp_path / str(i), deterministic=True) for i in (3, 7)}
     assert exact[3].evidence() == exact[7].evidence() == ("method", "")  # the step: never code or protocol
     inert = nodes[7].model_copy(update={"score": -0.37, "raw_score": 0.37})
-    assert measure(state, inert, tmp_path / "7", deterministic=True).evidence() == (None, "accept")
+    assert measure(state, inert, tmp_path / "7", deterministic=True).evidence() == ("method", "pivot")
     assert measure(state, inert, tmp_path / "7").evidence() == (None, "")  # measured again, it might move
     climbing = "".join(f'{{"step": {i}, "train_loss": {2 + i * i}}}\n' for i in range(5))  # 2 -> 18: < 10x
     valid = {i: nodes[i].model_copy(update={"status": "valid", "score": -18.0, "raw_score": 18.0, "reason": ""})
@@ -443,6 +445,7 @@ def test_a_decisive_signal_routes_when_no_usable_cause_came_back():
     assert "causes" in accepted.errors and accepted.causes == [accepted.cause]
     assert attribute(analyst, report, CFG, seed=1, evidence=("implementation", "")).action == "repair"
     assert attribute(analyst, report, CFG, seed=1, evidence=("method", "local")).action == "refine_local"
+    assert attribute(analyst, report, CFG, seed=1, evidence=("method", "pivot")).action == "pivot"
     assert attribute(analyst, report, CFG, seed=1, evidence=(None, "")) is None
     plain = CFG.model_copy(update={"critic": False})  # the no-critic ablation routes on the model alone
     assert attribute(analyst, report, plain, seed=1, evidence=("implementation", "")) is None

@@ -161,8 +161,9 @@ def test_a_pivot_gives_up_a_direction_and_the_opposite_step_stays_open():
     assert hypotheses.open_moves({"LR": ("increase",)}, {"increase LR"}) == {}  # nothing left on it
 
 
-def test_a_stall_on_an_inert_knob_of_an_exact_evaluator_is_accepted(tmp_path):
-    """A plateau of knob steps that changed no score, measured exactly: nothing to refine, no follow-up."""
+def test_a_stall_on_an_inert_knob_of_an_exact_evaluator_is_pivoted_from(tmp_path):
+    """A plateau of knob steps that changed no score, measured exactly: nothing to refine; the direction
+    is given up."""
     from arts.policy.analysis import AnalysisConfig, Analyst
     from arts.search.investigation.attribution import AttributionConfig
     from arts.search.investigation.failures import attribute_round
@@ -181,9 +182,9 @@ def test_a_stall_on_an_inert_knob_of_an_exact_evaluator_is_accepted(tmp_path):
         cfg = AttributionConfig(window=3)
         analyst = Analyst(RuleBackend(), AnalysisConfig())
         exact = attribute_round(ledger, analyst, nodes[1:], cfg, round=2, seed=0, deterministic=True)
-        assert exact and all(d.action == "accept" for d in exact.values())
+        assert exact and all(d.action == "pivot" for d in exact.values())
         inexact = attribute_round(ledger, analyst, nodes[1:], cfg, round=2, seed=0)
-        assert inexact and not all(d.action == "accept" for d in inexact.values())  # left to the critic
+        assert inexact and not all(d.action == "pivot" for d in inexact.values())  # left to the critic
 
 
 def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_plateau(tmp_path):

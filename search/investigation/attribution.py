@@ -244,17 +244,21 @@ def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig,
     """The top cause's action (gated by the critic's criticality, else the table on the analyst's labels),
     clamped when a confident judge calls the measurement valid. `depth`, from a decisive signal: "accept"
     (a regression too small to act on) accepts whatever the cause; "local" (a step too far or too short)
-    refines a method cause locally."""
+    refines a method cause locally; "pivot" (a knob that changed nothing) pivots from a method cause, and
+    no judge clamps it: what it measured is the measurement's verdict."""
     if depth == "accept":
         routed: Action = "accept"
     elif depth == "local" and top.cause.category == "method":
         routed = "refine_local"
+    elif depth == "pivot" and top.cause.category == "method":
+        routed = "pivot"
     elif top.criticality is not None:
         routed = gated(top.cause.category, top.criticality, cfg.gates)
     else:
         routed = ROUTES[(top.cause.category, top.cause.severity)]
     clamp = (
-        routed in DISCARDING
+        depth != "pivot"
+        and routed in DISCARDING
         and judgement is not None
         and judgement.valid_measurement
         and judgement.confidence >= cfg.clamp_confidence
@@ -274,7 +278,7 @@ def route(top: RankedCause, judgement: Judgement | None, cfg: AttributionConfig,
 SIGNAL_FIXES: dict[Category, str] = {
     "implementation": "fix the code where the error points",
     "design": "measure it again before judging the idea",
-    "method": "the same change with a smaller step",
+    "method": "the same change with a smaller step, or another knob where it changed nothing",
 }
 
 
@@ -291,9 +295,8 @@ def measured_only(
     category = blamed or "method"
     cause = Cause(cause="what the harness measured about this experiment", evidence=seen.ljust(4),
                   category=category, severity="minor", fix=SIGNAL_FIXES[category])  # fmt: skip
-    routed = (
-        "accept" if depth == "accept" else "refine_local" if depth == "local" else ROUTES[(category, "minor")]
-    )
+    by_depth = {"accept": "accept", "local": "refine_local", "pivot": "pivot"}
+    routed = by_depth.get(depth) or ROUTES[(category, "minor")]
     errors = {**errors, "causes": errors.get("causes", "no usable cause came back: routed on the signal")}
     return Decision(action=routed, routed=routed, clamped=False, cause=cause, index=0, score=1.0,
                     causes=[cause], errors=errors)  # fmt: skip

@@ -161,11 +161,11 @@ def attribute_round(
             return n, None
         early = ahead is not None and not stall and n.id in ahead.decisions
         # a stall's failure is the plateau's: on an exact evaluator its programs ran and were measured as
-        # they are, so it is the method's (never a repair or a protocol fix of the best node), unless its
-        # best node moved an inert knob, which is accepted (a probe-kepler run refined `increase MAX_ITER`,
+        # they are, so it is the method's (never a repair or a protocol fix of the best node), and where its
+        # best node moved an inert knob it is pivoted from (a probe-kepler run refined `increase MAX_ITER`,
         # which changes no score, "with a smaller step")
         evidence = sig.evidence()
-        if stall and not (deterministic and evidence[1] == "accept"):
+        if stall and not (deterministic and evidence[1] in ("accept", "pivot")):
             evidence = ("method" if deterministic else None), ""
         decision = (
             ahead.decisions[n.id]

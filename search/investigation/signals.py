@@ -10,7 +10,10 @@ program that computes what its parent does (up to names and comments) yet scored
 that is not known to be exact (the measurement). On an exact evaluator a numbers-only edit that ran is
 the step's own doing: one that hurt blames the method (never a repair or a remeasurement: over four probe-kepler
 runs the 135M critic sent 15 of 30 routed failures, mostly such steps, to a repair), and one
-that changed the score not at all is accepted (an inert knob: its refinements were spent evaluations).
+that changed the score not at all is pivoted from (an inert knob: the axis does nothing, and its
+refinements were spent evaluations; accepted, it stayed on the menus, and on probe-kepler over 5 seeds
+the lists then drew the knobs that change nothing more often and `decrease TOL`, which pays, half as
+often: docs/benchmark.md).
 The diff says which of two kinds an edit was: one that changed only
 numbers (a step along knobs: when a large one, x4 or more, made things worse, or any blew up, the step
 is refined on the same knobs, SAGE's local refinement) or one that changed the code (when that blew up
@@ -102,7 +105,7 @@ class Signals(NamedTuple):
 
     def evidence(self) -> tuple[Category | None, str]:
         """(The category the decisive signal blames, or None for any; the depth it calls for: "accept",
-        "local" or "" when it leaves the depth to the critic)."""
+        "local", "pivot" or "" when it leaves the depth to the critic)."""
         if self.same_program and not self.exact:  # nothing computed changed: any drop is the measurement's
             return "design", ""
         if self.drop is not None and self.drop < NEGLIGIBLE:
@@ -119,7 +122,7 @@ class Signals(NamedTuple):
             return "method", "local"  # a step along knobs that hurt: a smaller one, or a companion change
         if self.exact and self.edit == "numbers":  # valid: the code ran as its parent's, measured exactly
             if self.unchanged:
-                return None, "accept"  # an inert knob: nothing to repair, remeasure or refine
+                return "method", "pivot"  # an inert knob: nothing to repair, remeasure or refine; leave it
             if self.drop is not None:
                 return "method", ""  # the step itself (its direction or size), neither code nor protocol
         return None, ""
