@@ -79,7 +79,9 @@ class GRPOConfig(BaseModel):
     list's grammar without the hold, as the scientist's own choice, in the update, the tilt and the watch.
     Under the grammar that sampled it the forced tokens have probability 1 and carry no gradient, so the
     direction that pays is learned only where both ways are open: the poll's forced steps are the winners
-    a learner most needs, written where the base model's prior is weakest."""
+    a learner most needs, written where the base model's prior is weakest. Off: on probe-kepler (5 seeds)
+    it moved neither the watch nor the credit check, with three draws of the paying move to learn from
+    (docs/benchmark.md)."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     replay: int = Field(0, ge=0)
