@@ -1,4 +1,5 @@
-"""GRPO on a LoRA adapter: the config, the group loss and one update over groups of actions.
+"""GRPO on a LoRA adapter: the group loss and one update over groups of actions (the config:
+`training.grpo_config`).
 
 A group is the N actions drawn from one state prompt. Each action's reward is normalised within its
 group (`rewards.group_advantages`), so what the state alone explains cancels; a group whose rewards are
@@ -32,90 +33,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict
 
 from arts.rewards import group_advantages, is_degenerate
+from arts.training.grpo_config import GRPOConfig
 
 if TYPE_CHECKING:
     import torch
 
     from arts.training.logprobs import ActionTarget
-
-
-class GRPOConfig(BaseModel):
-    """LoRA GRPO for test-time training (`arts search --ttt`) and its schedule."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-    lora_rank: int = Field(8, ge=1, le=256)
-    """LoRA rank r of every adapted layer (vLLM serves up to `max_lora_rank`, 16 by default). At the same
-    alpha / r, rank 16 moved about twice as far per step as 8 in the sweep (docs/ttt-sweep.md): 8 is kept,
-    with the learning rate chosen for it."""
-    lora_alpha: float = Field(16.0, gt=0)
-    """LoRA scale numerator: the update is scaled by alpha / r."""
-    target_modules: str | list[str] = "all-linear"
-    """Layers that get LoRA: peft's "all-linear" (every linear layer but the output head) or names."""
-    lr: float = Field(1e-4, gt=0, le=1e-2)
-    """AdamW learning rate, chosen with `steps`, `kl_max` and `lora_rank` by the sweep (docs/ttt-sweep.md): 1e-4
-    x 4 steps raised a paying action 2.5 nats per update (2e-4 x 1: 1.9) at KL 0.012 per token (0.015)."""
-    weight_decay: float = Field(0.0, ge=0)
-    """AdamW weight decay (0: an adapter only moves where rewards say so)."""
-    clip_eps: float = Field(0.2, gt=0, lt=1)
-    """Lower clip of the ratio, and the upper one unless `clip_eps_high` is set."""
-    clip_eps_high: float | None = Field(None, gt=0)
-    """Upper clip of the ratio (DAPO's clip-higher); None means `clip_eps`."""
-    kl_coef: float = Field(0.0, ge=0)
-    """Weight of the per-token KL penalty to the base model (the adapter disabled); 0 turns it off."""
-    train_on: Literal["move", "action"] = "action"
-    """Which tokens of a drawn candidate the loss counts: "action", all of them (its stated probability,
-    labels and free detail too); "move", those that choose the experiment (the parent and the
-    hypothesis, of a directed one its verb and target: `training.logprobs.move_positions`)."""
-    weight_coef: float = Field(0.0, ge=0)
-    """Weight of a loss that moves each drawn candidate's expected stated probability, which the draw
-    follows, the way its advantage says (`training.stated`); 0: off."""
-    learn_forced: bool = False
-    """Score a move the compass poll forced (`scientist.poll` left its target one direction) under the
-    list's grammar without the hold, as the scientist's own choice, in the update, the tilt and the watch.
-    Under the grammar that sampled it the forced tokens have probability 1 and carry no gradient, so the
-    direction that pays is learned only where both ways are open: the poll's forced steps are the winners
-    a learner most needs, written where the base model's prior is weakest. Off: on probe-kepler (5 seeds)
-    it moved neither the watch nor the credit check, with three draws of the paying move to learn from
-    (docs/benchmark.md)."""
-    update_every: int = Field(1, ge=1)
-    """M: rounds between updates; each update trains on the groups collected since the previous one."""
-    replay: int = Field(0, ge=0)
-    """Rounds before those whose groups each update trains on again (0: each group trains one update)."""
-    steps: int = Field(4, ge=1, le=64)
-    """Optimizer steps per update, each on every group collected since the previous update. The ratio to
-    the sampling policy leaves 1 after the first step, which is where clipping starts to act."""
-    kl_max: float | None = Field(0.01, gt=0)
-    """Stop an update's steps once the mean per-token KL (k3) of the adapter to the policy at the update's
-    start exceeds this (PPO's target KL), read from each step's forward before it: the first step is
-    always taken. None: always `steps` steps."""
-    max_grad_norm: float | None = Field(1.0, gt=0)
-    """Clip the adapter's gradient norm to this; None leaves it unclipped."""
-    prompt_grad: bool = False
-    """Back-propagate through the state prompt's positions too. False (the default): the prompt runs without
-    gradients (the log-probs stay exact); an update costs 0.49-0.84x and learns 91% as much per update in
-    context, 92% held out (`docs/ttt-sweep.md`, the probes' 1,300-token prompts)."""
-
-    @model_validator(mode="after")
-    def _clip_range(self) -> GRPOConfig:
-        if self.clip_eps_high is not None and self.clip_eps_high < self.clip_eps:
-            raise ValueError(
-                f"grpo.clip_eps_high ({self.clip_eps_high}) is below grpo.clip_eps ({self.clip_eps}); "
-                "set clip_eps_high >= clip_eps, or leave it unset for a symmetric clip"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _targets_given(self) -> GRPOConfig:
-        if isinstance(self.target_modules, list) and not self.target_modules:
-            raise ValueError(
-                'grpo.target_modules is empty; name layers (e.g. ["q_proj"]) or use "all-linear"'
-            )
-        return self
 
 
 class UpdateStats(BaseModel):
