@@ -209,6 +209,6 @@ def move_ratios(run: Run, proposed: Proposed) -> list[float] | None:
     first = proposed.lists[0]
     lists = [(p.completion.token_ids if p.completion else [], p.spans) for p in proposed.lists]
     per_list = move_log_ratios(
-        backend, adapter, first.messages, scored_schema(run, first) or {}, lists, cfg.scientist.temperature
+        backend, adapter, first.messages, scored_schema(first) or {}, lists, cfg.scientist.temperature
     )
     return [r for p, got in zip(proposed.lists, per_list) for r in (got or [0.0] * len(p.candidates))]

@@ -139,7 +139,7 @@ def propose(
         best = run.state.best()
         probeable = set(probes.constants(best)) - set(seen) if best else set()  # not a keyword's
         moves = {n: (*v, "probe") if n in probeable else v for n, v in moves.items()}
-    offered = moves  # before the poll: what training scores a forced direction against (`scored_schema`)
+    offered = moves  # before the poll: what `ttt.grpo.learn_forced` scores a forced direction against
     if moves and cfg.scientist.poll and (back := compass.held(run.state, run.task.normalise)):
         moves = {n: tuple(v for v in vs if f"{v} {n}" not in back) or vs for n, vs in moves.items()}
         run.ledger.event("poll", round=run.round, held=sorted(back))
@@ -163,7 +163,7 @@ def propose(
         targets=moves or None,
         refinable=refinable(run),
         plan_axes=plan_axes(run.state.meta),
-        open_targets=offered if offered != moves else None,
+        open_targets=offered if cfg.ttt.grpo.learn_forced and offered != moves else None,
     )
     for prop in props:
         if not prop.candidates:
@@ -221,7 +221,7 @@ def run_group(
                 drawn=j,
                 probability=min(max(prob, 0.0), 1.0),
                 action=canonical_action(c),
-                json_schema=scored_schema(run, prop),
+                json_schema=scored_schema(prop),
                 tokens=list(prop.completion.token_ids) if prop.spans else [],
                 span=list(prop.spans[j]) if prop.spans else [],
             )
@@ -252,12 +252,12 @@ def run_group(
     return rollouts, nodes
 
 
-def scored_schema(run: Run, prop: Proposal) -> dict | None:
-    """The grammar an action of `prop` is trained, tilted and watched under: the one that sampled it, or
-    with `ttt.grpo.learn_forced` the list's grammar without the compass poll's holds, so that a direction
-    the poll forced is scored as the scientist's choice (under the grammar that sampled it, its tokens
-    have probability 1 and carry no gradient)."""
-    return prop.open_schema if run.cfg.ttt.grpo.learn_forced and prop.open_schema else prop.json_schema
+def scored_schema(prop: Proposal) -> dict | None:
+    """The grammar an action of `prop` is trained, tilted and watched under: the one that sampled it, or,
+    where `propose` asked for it (`ttt.grpo.learn_forced`), the list's grammar without the compass poll's
+    holds, so that a direction the poll forced is scored as the scientist's choice (under the grammar
+    that sampled it, its tokens have probability 1 and carry no gradient)."""
+    return prop.open_schema or prop.json_schema
 
 
 def link_repeats(run: Run, rollouts: list[Rollout], first: dict[str, Rollout]) -> None:
