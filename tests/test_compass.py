@@ -128,7 +128,13 @@ def test_a_failed_step_is_held_back_until_the_other_way_has_run():
     assert compass.held(state, same) == {"increase A", "increase B", "increase C"}
 
 
-def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict], list[list[str]], list[list]]:
+def _offered(
+    tmp_path,
+    monkeypatch,
+    name: str,
+    *extra: str,
+    solution: str = "X = 5.0\n\n\ndef value():\n    return float(X)\n",
+) -> tuple[list[dict], list[list[str]], list[list]]:
     """Through `arts search` on the toy task with X = 5 (the target is 3: `increase X` hurts): the moves
     each proposal offered, each round's candidates as the scientist wrote them (the draw events), and
     what the poll held back (its events)."""
@@ -136,7 +142,11 @@ def _offered(tmp_path, monkeypatch, name: str, *extra: str) -> tuple[list[dict],
     from arts.search.cli.main import main
 
     task = make_task(tmp_path / f"task-{name}")
-    (task / "solution.py").write_text("X = 5.0\n\n\ndef value():\n    return float(X)\n")  # X alone
+    (task / "solution.py").write_text(solution)  # X alone by default
+    toml = (task / "task.toml").read_text()
+    (task / "task.toml").write_text(
+        toml.replace('direction = "maximize"\n', 'direction = "maximize"\ndeterministic = true\n')
+    )
     monkeypatch.setattr("arts.search.run.make_backend", lambda mc, sink, seed: RuleBackend())
     offered: list[dict] = []
     propose = Scientist.propose_lists
@@ -170,3 +180,22 @@ def test_arts_search_offers_the_other_way_after_a_failed_step(tmp_path, monkeypa
     assert not held
     assert offered[1]["X"] == ("increase", "decrease")
     assert any(h.startswith("increase X") for h in lists[1])
+
+
+def test_arts_search_leaves_a_knob_that_changed_nothing(tmp_path, monkeypatch):
+    """Through `arts search` on an exact evaluator, the poll off: N changes no score, so each step of it is
+    pivoted from, one way and then the other, and the last proposal no longer offers N at all."""
+    solution = "X = 5.0\nN = 10\n\n\ndef value():\n    return float(X)\n"
+    offered, lists, _ = _offered(
+        tmp_path,
+        monkeypatch,
+        "inert",
+        "--set",
+        "scientist.poll=false",
+        "--budget.evals",
+        "10",
+        solution=solution,
+    )
+    assert {"increase", "decrease"} <= set(offered[0]["N"])
+    assert any(h.split()[1:2] == ["N"] for ls in lists for h in ls)  # N was written and run
+    assert "N" not in offered[-1] and offered[-1]  # the inert knob left the menus; X is still offered
