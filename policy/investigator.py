@@ -20,6 +20,7 @@ observation space (the search does), or grading the answer (the task's hidden `[
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,8 +71,9 @@ class InvestigatorConfig(BaseModel):
     name them, and a free string must quote a note (`search.diagnose`); off, the menus of the part's
     material (larger models, which can weigh what they read without the narrowing)."""
     overview_first: bool = True
-    """Where the tools can compare a folder's tables (`Tools.compare`), the first step is a comparison: the
-    one look that orders a case's series by when they changed. Off, the model picks its first action."""
+    """Where the tools can compare a folder's tables (`Tools.compare`) or replay a history
+    (`Tools.bisect`), the first step does: the one look that orders a case's series by when they changed,
+    or finds the commit after which its test fails. Off, the model picks its first action."""
 
 
 class Finding(BaseModel):
@@ -84,6 +86,9 @@ class Finding(BaseModel):
     """Which part of the material it is about: the file last read or grepped ("material" before any)."""
     relation: Relation
     """Its relation to the hypothesis under test."""
+    by: str = ""
+    """The tool whose verdict this is (`bisect`), its relation set by what the verdict names; "" for a
+    note of the model's."""
 
 
 class InvestigationResult(BaseModel):
@@ -118,6 +123,11 @@ class Tools:
     compare: Callable[[str], str] | None = None
     """compare(folder): which numeric series of the folder's CSV files left their range first
     (`tasks.windows`)."""
+    histories: list[str] = field(default_factory=list)
+    """Material folders whose history `bisect` may replay."""
+    bisect: Callable[[str], tuple[str, str | None]] | None = None
+    """bisect(folder): the failing test run at each commit of the folder's history (`tasks.history`), as
+    (output, the commit its verdict blames or None)."""
     words: list[str] = field(default_factory=list)
     """Words a narrowed grep may use besides the hypothesis's: the entities of the case's answer menus."""
     vocabulary: frozenset[str] = frozenset()
@@ -216,9 +226,9 @@ class Investigator:
         last: tuple[str, str] | None = None
         region = "material"
         for step in range(cfg.max_steps if steps is None else steps):
-            compared = any(e.get("op") == "compare" for e in out.transcript)
+            ran = frozenset(e.get("op") for e in out.transcript if not e.get("by"))
             noted = not out.transcript or out.transcript[-1].get("op") in ("note", None)
-            ops, schema = self._offer(step, hypothesis, tools, last, out.findings, compared, noted)
+            ops, schema = self._offer(step, hypothesis, tools, last, out.findings, ran, noted)
             messages = self.prompt(hypothesis, tools.files, last, out.findings, list(ops), task_summary)
             step_seed = None if seed is None else seed + step
             comp = ask(
@@ -242,9 +252,15 @@ class Investigator:
             if action.op == "note":
                 out.findings.append(Finding(text=action.observation, region=region, relation=action.relation))
                 continue
-            label, output = self._use(tools, action)
+            label, output, blamed = self._use(tools, action)
             last, region = (label, output), getattr(action, "file", None) or action.folder
             entry["output"] = clip(output, cfg.output_chars)
+            if blamed is not None:  # the tool's verdict is an observation of its own
+                verdict = self._verdict(action.op, output, blamed, hypothesis, tools, region)
+                out.findings.append(verdict)
+                out.transcript.append({"step": step, "op": "note", "by": action.op, "action": {
+                    "op": "note", "observation": verdict.text, "relation": verdict.relation
+                }})  # fmt: skip
         if not isinstance(answer_model, type):
             answer_model = answer_model(out.findings)
         self._answer(hypothesis, answer_model, task_summary, seed, out)
@@ -257,27 +273,30 @@ class Investigator:
         tools: Tools,
         last: tuple[str, str] | None,
         findings: list[Finding],
-        compared: bool = False,
+        ran: frozenset[str] = frozenset(),
         noted_last: bool = True,
     ) -> tuple[tuple[str, ...], type[BaseModel]]:
         """The actions offered at a step, and their schema. A note needs something looked at: the 135M
-        default, offered every action at the first step, noted ungrounded guesses ("30,8", "usage")."""
+        default, offered every action at the first step, noted ungrounded guesses ("30,8", "usage").
+        `ran`: the ops run so far; a comparison or a bisect runs once (a second shows the same lines)."""
         cfg, files = self.config, tools.files
-        folders = tools.folders if tools.compare is not None else []
-        looks = ("read", "grep", *(("compare",) if folders else ()))
+        folders = tools.folders if tools.compare is not None and "compare" not in ran else []
+        histories = tools.histories if tools.bisect is not None and "bisect" not in ran else []
+        overviews = (*(("compare",) if folders else ()), *(("bisect",) if histories else ()))
+        looks = ("read", "grep", *overviews)
         ops: tuple[str, ...] = (*looks, "note")
-        if not files and not folders:
+        if not files and not folders and not histories:
             ops = ("note",)
         elif last is None:
-            ops = ("compare",) if folders and cfg.overview_first and step == 0 else looks
+            ops = overviews if overviews and cfg.overview_first and step == 0 else looks
         elif cfg.note_last and step == cfg.max_steps - 1 and not findings:
             ops = ("note",)
         elif cfg.note_each and not noted_last:
             ops = ("note",)
-        if compared:  # one comparison per investigation: a second shows the same lines
-            folders, ops = [], tuple(op for op in ops if op != "compare") or ("note",)
+        if not files:
+            ops = tuple(op for op in ops if op not in ("read", "grep")) or ("note",)
         if not cfg.narrow:
-            return ops, step_schema(files, ops, folders=folders)
+            return ops, step_schema(files, ops, folders=folders, histories=histories)
         narrowed = choices(hypothesis, clip(last[1].strip(), cfg.output_chars) if last else None)
         said = [w for w in narrowed["words"] if not tools.vocabulary or w in tools.vocabulary]
         narrowed["words"] = list(dict.fromkeys([*tools.words, *said]))[:24]
@@ -286,10 +305,18 @@ class Investigator:
         narrowed["quotes"] = [q for q in narrowed["quotes"] if q not in noted]
         if not narrowed["quotes"] and len(ops) > 1:
             ops = tuple(op for op in ops if op != "note")
-        return ops, step_schema(files, ops, folders=folders, **narrowed)
+        return ops, step_schema(files, ops, folders=folders, histories=histories, **narrowed)
 
-    def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str]:
-        """Run a read, grep or compare; a tool that raises is shown back as its error (the loop goes on)."""
+    def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str, str | None]:
+        """Run a read, grep, compare or bisect: (label, output, what a bisect's verdict blames or None). A
+        tool that raises is shown back as its error (the loop goes on)."""
+        if action.op == "bisect":
+            label = f"bisect {action.folder}"
+            try:
+                output, blamed = tools.bisect(action.folder)
+                return label, output, blamed
+            except Exception as e:  # the case's history or program: an observation, not a crash
+                return label, f"error: {type(e).__name__}: {e}", None
         if action.op == "compare":
             label, call = f"compare {action.folder}", (tools.compare, action.folder)
         elif action.op == "read":
@@ -303,9 +330,19 @@ class Investigator:
                 (tools.grep, action.pattern, action.file),
             )
         try:
-            return label, str(call[0](*call[1:]))
+            return label, str(call[0](*call[1:])), None
         except Exception as e:  # a tool is someone else's code: its failure is an observation, not a crash
-            return label, f"error: {type(e).__name__}: {e}"
+            return label, f"error: {type(e).__name__}: {e}", None
+
+    @staticmethod
+    def _verdict(op: str, output: str, blamed: str, hypothesis: str, tools: Tools, region: str) -> Finding:
+        """A tool's verdict as a finding: it supports a hypothesis that names what it blames, opposes one
+        that names another of the case's entities (`Tools.words`), and is neutral to any other."""
+        said = set(re.findall(r"[a-z0-9][a-z0-9_-]*", hypothesis.lower()))
+        others = {w.lower() for w in tools.words} - {blamed.lower()}
+        relation: Relation = "support" if blamed.lower() in said else "oppose" if said & others else "neutral"
+        text = clip(output.strip().splitlines()[0], 160)
+        return Finding(text=text, region=region, relation=relation, by=op)
 
     def _answer(
         self,

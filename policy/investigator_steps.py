@@ -1,4 +1,4 @@
-"""The investigator's action grammar: read, grep and note steps, each call's schema narrowed to what exists.
+"""The investigator's action grammar: read, grep, compare, bisect and note steps, each call's schema narrowed to what exists.
 
 A small model asked for free-form actions greps for patterns that match nothing and reads past the end of
 a file, so every step is one grammar-constrained object whose choices are `Literal`s of what is there: the
@@ -19,6 +19,8 @@ OP_HELP = {
     "grep": "grep: show the lines of a file that contain `pattern`, a word of the hypothesis",
     "compare": "compare: show which numeric series of a folder's tables left their usual range first, and "
     "whether they came back",
+    "bisect": "bisect: run the failing test at each commit of a case's history and show the first commit "
+    "after which it fails",
     "note": "note: record an observation (a line of the output above) and whether it supports, opposes or "
     "is neutral to the hypothesis",
 }
@@ -54,6 +56,13 @@ class CompareStep(_Step):
     folder: str
 
 
+class BisectStep(_Step):
+    """Run the failing test at each commit of a folder's history (`tasks.history`)."""
+
+    op: Literal["bisect"]
+    folder: str
+
+
 class NoteStep(_Step):
     """Record an observation and its relation to the hypothesis."""
 
@@ -69,10 +78,11 @@ def step_schema(
     starts: list[int] | None = None,
     quotes: list[str] | None = None,
     folders: list[str] | None = None,
+    histories: list[str] | None = None,
 ) -> type[BaseModel]:
     """This call's action schema, `{"action": <one of ops>}`: `file` is a `Literal` of the material files
-    (read and grep are left out when there are none), a compare's `folder` one of `folders` (left out when
-    there are none); a grep pattern, a read's start and a note's
+    (read and grep are left out when there are none), a compare's `folder` one of `folders` and a bisect's
+    one of `histories` (each left out when there are none); a grep pattern, a read's start and a note's
     observation are `Literal`s of `words`, `starts` and `quotes` when given. A plain union (anyOf) tagged
     by `op`: xgrammar cannot represent pydantic's oneOf exactly (it falls back to anyOf with a warning),
     while validation still picks the branch by its `op` literal."""
@@ -87,6 +97,8 @@ def step_schema(
             branches.append(create_model("GrepAction", __base__=GrepStep, pattern=pattern, file=names))
     if folders and "compare" in ops:
         branches.append(create_model("CompareAction", __base__=CompareStep, folder=(_enum(folders), ...)))
+    if histories and "bisect" in ops:
+        branches.append(create_model("BisectAction", __base__=BisectStep, folder=(_enum(histories), ...)))
     if "note" in ops or not branches:
         observation = (_enum(quotes), ...) if quotes else (str, Field(min_length=4, max_length=160))
         branches.append(create_model("NoteAction", __base__=NoteStep, observation=observation))

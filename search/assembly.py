@@ -10,6 +10,7 @@ of equals), which every experiment starts from and which is the run's final answ
 from __future__ import annotations
 
 import json
+import re
 
 from arts.policy import answer_menus, answer_parts
 from arts.policy.answer_parts import Part
@@ -77,11 +78,12 @@ def assembled(nodes: list[Node], parts: list[Part], name: str) -> dict | None:
 
 
 def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
-    """The part the hypothesis names, else the part with fewest experiments (the first of equals)."""
-    said = answer_menus.words(hypothesis)
-    for part in parts:
-        if part.name.lower() in said:
-            return part
+    """The part the hypothesis names first ("suspect c4.07, unlike c1": c4), else the part with fewest
+    experiments (the first of equals)."""
+    said = re.findall(r"[a-z0-9][a-z0-9_-]*", hypothesis.lower())
+    named = [p for p in parts if p.name.lower() in said]
+    if named:
+        return min(named, key=lambda p: said.index(p.name.lower()))
     counts = {p.name: 0 for p in parts}
     for n in nodes:
         if (k := part_of(n)) in counts:
@@ -119,11 +121,18 @@ def final_node(lab, task: Task, nodes: list[Node]) -> Node | None:
     return node
 
 
+def settled(node: Node) -> bool:
+    """Whether a tool's verdict in the node's investigation named what its part's answer is (a bisect that
+    blamed one commit): rerun on the same material, it would say the same."""
+    return any(t.get("by") and t.get("op") == "note" for t in node.transcript)
+
+
 def suspects(task: Task, nodes: list[Node], per_part: int = 8) -> dict[str, tuple[str, ...]]:
     """A diagnosis's directed moves for the small profile's scientist: `suspect <part>.<entity>` for the
     entities of each part's first entity menu that its material names (a service of this incident, a
-    commit of this case), interleaved across parts, the parts investigated least first. A hypothesis is then always grounded: one of
-    these, never free words ("falsehood", "list hypothesis" were the 135M default's)."""
+    commit of this case), interleaved across parts, the parts investigated least first. A hypothesis is
+    then always grounded: one of these, never free words ("falsehood", "list hypothesis" were the 135M
+    default's). A part a tool's verdict settled (`settled`) leaves the menus while another part is open."""
     schema = task.answer_schema()
     material = [
         p for p in material_paths(task) if task.config.answer is None or p != task.config.answer.schema_path
@@ -133,6 +142,8 @@ def suspects(task: Task, nodes: list[Node], per_part: int = 8) -> dict[str, tupl
         return {}
     whole = "\n".join(material_texts(task, material).values())
     counts = {p.name: sum(part_of(n) == p.name for n in nodes) for p in parts}
+    done = {part_of(n) for n in nodes if n.status == "valid" and settled(n)}
+    parts = [p for p in parts if p.name not in done] or parts
     said, menus = answer_menus.words(whole), []
     for part in sorted(parts, key=lambda p: counts[p.name]):
         text = "\n".join(material_texts(task, [p for p in material if p.startswith(part.folder)]).values())

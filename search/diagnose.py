@@ -30,7 +30,7 @@ from arts.search import assembly
 from arts.search.assembly import answer_file, current_answer, material_paths, material_texts
 from arts.search.render import task_line
 from arts.search.state import Node
-from arts.tasks import windows
+from arts.tasks import history, windows
 from arts.tasks.base import Task
 from arts.tasks.readonly import NO_MATCH, grep_lines, read_lines
 
@@ -60,10 +60,13 @@ def _compare(task: Task, allowed: list[str], folder: str) -> str:
 
 def noted_model(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes name (with the file each
-    is about), save notes that oppose and notes that a grep found nothing (they name what is absent);
-    free strings to the lines noted."""
+    is about), save notes that oppose and notes that a grep found nothing (they name what is absent), but
+    with every tool's verdict (which names what it found, whatever the hypothesis); free strings to the
+    lines noted."""
     kept = [
-        f"{f.text} ({f.region})" for f in found if f.relation != "oppose" and not f.text.startswith(NO_MATCH)
+        f"{f.text} ({f.region})"
+        for f in found
+        if f.by or f.relation != "oppose" and not f.text.startswith(NO_MATCH)
     ]
     schema = answer_menus.quoting(
         answer_menus.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
@@ -121,13 +124,17 @@ def investigate(
         said = answer_menus.words("\n".join(material_texts(task, files[:MAX_FILES]).values()))
         given = start
     case, files = workdir / "case", files[:MAX_FILES]
-    tables = table_folders(files)
+    tables, histories = table_folders(files), history.history_folders(files)
     tools = Tools(
         files=files,
         read=lambda path, start: read_lines(task, case, path, start),
         grep=lambda pattern, path: grep_lines(task, case, pattern, path),
         folders=tables,
         compare=(lambda folder: _compare(task, files, folder)) if tables else None,
+        histories=histories,
+        bisect=(lambda folder: history.bisect(task, material_texts(task, files), folder, workdir / "history"))
+        if histories
+        else None,
         words=words[:12],
         vocabulary=frozenset(said),
     )
@@ -135,6 +142,7 @@ def investigate(
         result = investigator.run(node.hypothesis, given, model, tools, summary, seed, None if looks else 0)
     finally:
         shutil.rmtree(case, ignore_errors=True)
+        shutil.rmtree(workdir / "history", ignore_errors=True)
     node.transcript = ([{"step": "part", "part": part.name}] if part else []) + result.transcript
     node.tokens_prompt, node.tokens_completion = result.prompt_tokens, result.completion_tokens
     if result.answer is None:

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from arts.search.assembly import material_paths, material_texts
 from arts.search.cli.main import main
+from arts.tasks import history
 from arts.tasks.base import BUILTIN_DIR, Task, load_task, resolve_task
 from arts.tasks.evaluate import run_evaluation
 
@@ -105,7 +107,9 @@ def test_task_loads_seedless_with_its_answer_schema(task: Task):
 
 def test_tasks_check_and_eval_take_it_by_name(truth, tmp_path: Path, capsys):
     assert main(["tasks", "check", "regression-bisect"]) == 0
-    assert "regression-bisect (answer)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "regression-bisect (answer)" in out
+    assert "c2: 12 files, menus 7/7 5/5, compare -, bisect cases/c2 (7 commits, test_summary)" in out
     (tmp_path / "answer.json").write_text(json.dumps({"cases": truth}))
     assert main(["eval", "regression-bisect", "--files", str(tmp_path), "--test", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -221,6 +225,57 @@ def test_heuristic_scores_about_a_third_while_a_careful_reader_finds_every_break
     assert 0.15 <= statistics.mean(scores) <= 0.6
     careful = {c: _careful(folder / "cases" / c, tmp_path / c) for c in truth}
     assert careful == {c: t["commit"] for c, t in truth.items()}
+
+
+def test_the_bisect_tool_undoes_each_history_as_the_careful_reader_does(calibration):
+    """`tasks.history.states` (whatthepatch) against this file's own undo, on every generated case."""
+    folder, truth = calibration
+    for case in truth:
+        root = folder / "cases" / case
+        texts = {str(p.relative_to(folder)): p.read_text() for p in root.rglob("*") if p.is_file()}
+        h = history.load(texts, f"cases/{case}")
+        tree = dict(h.tree)
+        mine = [dict(tree)]
+        for commit in reversed(sorted((root / "commits").glob("*.txt"))):
+            patch = commit.read_text().split("\n\n", 2)[2]
+            file = re.search(r"^\+\+\+ b/(\S+)$", patch, flags=re.M).group(1)
+            tree[file] = _undo(tree[file], patch.split("\n", 2)[2])
+            mine.insert(0, dict(tree))
+        assert history.states(h) == mine, case
+
+
+def test_the_bisect_tool_blames_every_committed_case_s_breaking_commit(task: Task, truth, tmp_path: Path):
+    texts = material_texts(task, material_paths(task))
+    assert history.history_folders(list(texts)) == [f"cases/{c}" for c in sorted(truth)]
+    for case, t in truth.items():
+        output, blamed = history.bisect(task, texts, f"cases/{case}", tmp_path / case)
+        assert blamed == t["commit"], output
+
+
+def test_arts_search_bisects_each_case_once_and_answers_with_the_commits_the_test_blames(
+    truth, tmp_path: Path, rules
+):
+    """Through `arts search` with a scripted model: every investigation replays its case's history first,
+    the verdict is stored as the tool's note, a settled case leaves the scientist's menus while another is
+    open (no node of a later round takes a case settled before it, so three rounds of two see all four),
+    and the final answer names each case's breaking commit."""
+    from arts.search import assembly
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    args = ["search", "regression-bisect", "--group", "2", "--rounds", "3", "--run-dir", str(run), "-q"]
+    assert main(args) == 0
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+    done = sorted((n for n in state.nodes.values() if assembly.part_of(n)), key=lambda n: n.id)
+    assert {assembly.part_of(n) for n in done} == {"c1", "c2", "c3", "c4"}
+    for n in done:
+        assert n.transcript[1]["op"] == "bisect" and n.transcript[2]["by"] == "bisect"
+        assert assembly.settled(n)
+        assert assembly.part_of(n) not in {assembly.part_of(m) for m in done if m.round < n.round}
+    answer = json.loads((run / "best" / "answer.json").read_text())["cases"]
+    assert {c: a["commit"] for c, a in answer.items()} == {c: t["commit"] for c, t in truth.items()}
+    assert json.loads((run / "summary.json").read_text())["best"]["test_score"] >= 0.75
 
 
 def test_heuristic_scores_the_committed_task_strictly_between_zero_and_one(truth, tmp_path: Path, capsys):

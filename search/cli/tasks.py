@@ -99,11 +99,13 @@ def cmd_tasks_check(args: argparse.Namespace) -> int:
 
 def _answer_plan(task: Task) -> int:
     """What a search would meet on an answer task, without a model: the schema as a grammar, the parts an
-    answer is written in, each part's menus from its material, and the tables a comparison reads."""
+    answer is written in, each part's menus from its material, the tables a comparison reads, and the
+    histories a bisect replays (each undone from its final tree here; its test is not run)."""
     from arts.policy import answer_menus, answer_parts
     from arts.policy.answer_schema import schema_model
     from arts.search.assembly import material_paths, material_texts
     from arts.search.diagnose import table_folders
+    from arts.tasks import history
 
     schema = task.answer_schema()
     try:
@@ -130,8 +132,21 @@ def _answer_plan(task: Task) -> int:
         tables = table_folders(files)
         print(
             f"  {part.name}: {len(files)} files, menus {' '.join(sizes) or '-'}, compare {', '.join(tables) or '-'}"
+            + "".join(f", {_history_line(task, files, f)}" for f in history.history_folders(files))
         )
     return 0
+
+
+def _history_line(task: Task, files: list[str], folder: str) -> str:
+    """A part's history as a bisect would replay it, or why it cannot."""
+    from arts.search.assembly import material_texts
+    from arts.tasks import history
+
+    try:
+        replayed = history.load(material_texts(task, files), folder)
+        return f"bisect {folder} ({len(history.states(replayed)) - 1} commits, {replayed.test})"
+    except history.HistoryError as e:
+        return f"bisect {folder}: cannot replay: {e}"
 
 
 def _check_seed(task: Task) -> int:
