@@ -120,14 +120,15 @@ class Tools:
     """grep(pattern, path): the matching lines, numbered and capped."""
     folders: list[str] = field(default_factory=list)
     """Material folders whose tables `compare` may compare."""
-    compare: Callable[[str], str] | None = None
+    compare: Callable[[str], str | tuple[str, str | None]] | None = None
     """compare(folder): which numeric series of the folder's CSV files left their range first
-    (`tasks.windows`)."""
+    (`tasks.windows`); or (that, the file whose series stays out first, when one does)."""
     histories: list[str] = field(default_factory=list)
     """Material folders whose history `bisect` may replay."""
-    bisect: Callable[[str], tuple[str, str | None]] | None = None
-    """bisect(folder): the failing test run at each commit of the folder's history (`tasks.history`), as
-    (output, the commit its verdict blames or None)."""
+    bisect: Callable[[str], str | tuple[str, str | None]] | None = None
+    """bisect(folder): the failing test run at each commit of the folder's history (`tasks.history`); or
+    (that, the commit its verdict blames or None). A tool's verdict, its output's first line, becomes a
+    finding of its own (`Finding.by`)."""
     words: list[str] = field(default_factory=list)
     """Words a narrowed grep may use besides the hypothesis's: the entities of the case's answer menus."""
     vocabulary: frozenset[str] = frozenset()
@@ -308,17 +309,10 @@ class Investigator:
         return ops, step_schema(files, ops, folders=folders, histories=histories, **narrowed)
 
     def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str, str | None]:
-        """Run a read, grep, compare or bisect: (label, output, what a bisect's verdict blames or None). A
+        """Run a read, grep, compare or bisect: (label, output, what the tool's verdict names or None). A
         tool that raises is shown back as its error (the loop goes on)."""
-        if action.op == "bisect":
-            label = f"bisect {action.folder}"
-            try:
-                output, blamed = tools.bisect(action.folder)
-                return label, output, blamed
-            except Exception as e:  # the case's history or program: an observation, not a crash
-                return label, f"error: {type(e).__name__}: {e}", None
-        if action.op == "compare":
-            label, call = f"compare {action.folder}", (tools.compare, action.folder)
+        if action.op in ("compare", "bisect"):
+            label, call = f"{action.op} {action.folder}", (getattr(tools, action.op), action.folder)
         elif action.op == "read":
             label, call = (
                 f"read {action.file} from line {action.start}",
@@ -330,14 +324,16 @@ class Investigator:
                 (tools.grep, action.pattern, action.file),
             )
         try:
-            return label, str(call[0](*call[1:])), None
+            got = call[0](*call[1:])
         except Exception as e:  # a tool is someone else's code: its failure is an observation, not a crash
             return label, f"error: {type(e).__name__}: {e}", None
+        return (label, str(got[0]), got[1]) if isinstance(got, tuple) else (label, str(got), None)
 
     @staticmethod
     def _verdict(op: str, output: str, blamed: str, hypothesis: str, tools: Tools, region: str) -> Finding:
-        """A tool's verdict as a finding: it supports a hypothesis that names what it blames, opposes one
-        that names another of the case's entities (`Tools.words`), and is neutral to any other."""
+        """A tool's verdict (its output's first line) as a finding: it supports a hypothesis that names what
+        it blames, opposes one that names another of the case's entities (`Tools.words`), and is neutral
+        to any other."""
         said = set(re.findall(r"[a-z0-9][a-z0-9_-]*", hypothesis.lower()))
         others = {w.lower() for w in tools.words} - {blamed.lower()}
         relation: Relation = "support" if blamed.lower() in said else "oppose" if said & others else "neutral"

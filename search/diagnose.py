@@ -53,25 +53,34 @@ def table_folders(paths: list[str]) -> list[str]:
     return sorted(f for f in set(folders) if folders.count(f) >= 2)
 
 
-def _compare(task: Task, allowed: list[str], folder: str) -> str:
+def _compare(task: Task, allowed: list[str], folder: str) -> tuple[str, str | None]:
+    """The folder's comparison (`tasks.windows`), led by its verdict where one file's series stays out of
+    range before every other's: (output, that file's name without its extension, or None)."""
     csvs = [p for p in allowed if p.endswith(".csv") and p.rsplit("/", 1)[0] == folder]
-    return windows.compare({p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()})
+    tables = {p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()}
+    output, first = windows.compare(tables), windows.first_out(tables)
+    if first is None:
+        return output, None
+    verdict = f"{first[0]} is the first series to stay out of its usual range, at {first[1]}"
+    return f"{verdict}\n{output}", first[0].rsplit(".", 1)[0]
 
 
 def noted_model(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes name (with the file each
-    is about), save notes that oppose and notes that a grep found nothing (they name what is absent), but
-    with every tool's verdict (which names what it found, whatever the hypothesis); free strings to the
-    lines noted."""
+    is about), save notes that oppose and notes that a grep found nothing (they name what is absent). A
+    menu that a tool's verdict names (`Finding.by`) keeps what the verdict names, whatever the hypothesis
+    and the other notes said; free strings to the lines noted."""
     kept = [
-        f"{f.text} ({f.region})"
-        for f in found
-        if f.by or f.relation != "oppose" and not f.text.startswith(NO_MATCH)
+        f"{f.text} ({f.region})" for f in found if f.relation != "oppose" and not f.text.startswith(NO_MATCH)
     ]
-    schema = answer_menus.quoting(
-        answer_menus.narrowed(menu, " ".join(kept), by_mention=True), [f.text for f in found]
-    )
-    return schema_model(schema, name=f"Answer_{name}")
+    schema = answer_menus.narrowed(menu, " ".join(kept), by_mention=True)
+    verdicts = " ".join(f.text for f in found if f.by)
+    if verdicts:
+        decided = answer_menus.narrowed(menu, verdicts, by_mention=True)
+        for whole, ruled, enum in zip(*(answer_menus.enums(s) for s in (menu, decided, schema))):
+            if len(ruled["enum"]) < len(whole["enum"]):
+                enum["enum"] = ruled["enum"]
+    return schema_model(answer_menus.quoting(schema, [f.text for f in found]), name=f"Answer_{name}")
 
 
 def investigate(

@@ -84,6 +84,62 @@ def test_compare_lists_what_stays_out_earliest_first_then_what_came_back():
     assert "leaves the range" in windows.compare({"calm.csv": files["calm.csv"]})
 
 
+def test_first_out_names_the_one_file_that_stays_out_earliest_and_no_file_on_a_tie():
+    db, api = table({"err": series(40, 0.01, 25, 0.5)}), table({"err": series(40, 0.01, 27, 0.4)})
+    early = table({"cpu": series(40, 20, 12, 90, back_at=20)})  # comes back: not a lasting change
+    assert windows.first_out({"db.csv": db, "api.csv": api, "batch.csv": early}) == ("db.csv", "t25")
+    assert windows.first_out({"db.csv": db, "db2.csv": db}) is None
+    assert windows.first_out({"batch.csv": early}) is None
+
+
+def test_a_comparison_s_verdict_decides_the_menu_it_names_whatever_the_notes_say():
+    """The verdict (the first file to stay out) is the tool's finding; it opposes a hypothesis naming
+    another service, and the root menu keeps what it names though the model's note names api."""
+    from arts.policy.investigator import Investigator, Tools
+    from tests.doubles import ScriptedBackend
+
+    verdict = "db.csv is the first series to stay out of its usual range, at t3"
+    tools = Tools(
+        files=["incidents/a/logs/api.txt"],
+        read=lambda path, start: "1: ERROR api timeout calling db, disk full",
+        grep=lambda pattern, path: "1: ERROR api timeout calling db, disk full",
+        folders=["incidents/a/metrics"],
+        compare=lambda folder: (f"{verdict}\nstays out (earliest first):\ndb.csv: err 0 -> 1 at t3", "db"),
+        words=["api", "db", "cache", "queue"],
+    )
+    backend = ScriptedBackend(
+        [
+            {"op": "compare", "folder": "incidents/a/metrics"},
+            {"op": "read", "file": "incidents/a/logs/api.txt", "start": 1},
+            {
+                "op": "note",
+                "observation": "1: ERROR api timeout calling db, disk full",
+                "relation": "support",
+            },
+            {"op": "grep", "pattern": "ERROR", "file": "incidents/a/logs/api.txt"},
+            {
+                "root_service": "db",
+                "fault": "disk_full",
+                "evidence": "1: ERROR api timeout calling db, disk full",
+            },
+        ]
+    )
+    part = ap.split(SCHEMA, MATERIAL)[0]
+    models = []
+
+    def model(found):
+        models.append(diagnose.noted_model(part.schema, found, "a"))
+        return models[-1]
+
+    result = Investigator(backend).run("suspect a.api", None, model, tools)
+    tool = result.findings[0]
+    assert (tool.by, tool.relation, tool.text) == ("compare", "oppose", verdict)
+    menus = models[0].model_json_schema()["properties"]
+    assert menus["root_service"].get("enum", [menus["root_service"].get("const")]) == ["db"]
+    assert menus["fault"].get("enum", [menus["fault"].get("const")]) == ["disk_full"]  # the model's note
+    assert result.answer["root_service"] == "db"
+
+
 def test_an_answer_splits_into_the_entries_named_as_material_folders():
     parts = ap.split(SCHEMA, MATERIAL)
     assert [(p.name, p.path, p.folder) for p in parts] == [

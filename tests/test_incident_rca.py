@@ -286,6 +286,32 @@ def _careful(incident: Path) -> tuple[str | None, str | None]:
     return first[0], faults[0] if len(faults) == 1 else None
 
 
+def test_arts_search_compares_each_incident_and_answers_with_the_service_that_stayed_out_first(
+    case, tmp_path: Path, rules
+):
+    """Through `arts search` with a scripted model: each investigation compares its incident's metrics
+    first, the comparison's verdict is stored as the tool's note, an incident so settled leaves the
+    scientist's menus while another is open, and the final answer's roots are the committed truth's."""
+    from arts.search import assembly
+    from arts.search.cli.main import main
+    from arts.search.store import Store
+
+    run = tmp_path / "run"
+    args = ["search", "incident-rca", "--group", "2", "--rounds", "3", "--run-dir", str(run), "-q"]
+    assert main(args) == 0
+    with Store.open_readonly(run) as store:
+        state = store.load_state()
+    done = sorted((n for n in state.nodes.values() if assembly.part_of(n)), key=lambda n: n.id)
+    assert {assembly.part_of(n) for n in done} == set(case)
+    for n in done:
+        assert n.transcript[1]["op"] == "compare" and n.transcript[2]["by"] == "compare"
+        assert assembly.part_of(n) not in {assembly.part_of(m) for m in done if m.round < n.round}
+    answer = json.loads((run / "best" / "answer.json").read_text())["incidents"]
+    assert {i: a["root_service"] for i, a in answer.items()} == {
+        i: t["root_service"] for i, t in case.items()
+    }
+
+
 def test_heuristic_scores_about_half_while_a_careful_reader_scores_all(calibration, tmp_path: Path):
     folder, truth = calibration
     answer = heuristic(folder, tmp_path / "answer.json")["incidents"]
