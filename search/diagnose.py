@@ -55,13 +55,14 @@ def table_folders(paths: list[str]) -> list[str]:
 
 def _compare(task: Task, allowed: list[str], folder: str) -> tuple[str, str | None]:
     """The folder's comparison (`tasks.windows`), led by its verdict where one file's series stays out of
-    range before every other's: (output, that file's name without its extension, or None)."""
+    range before every other's (which of its columns: a cpu that stays out names cpu_saturation):
+    (output, that file's name without its extension, or None)."""
     csvs = [p for p in allowed if p.endswith(".csv") and p.rsplit("/", 1)[0] == folder]
     tables = {p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()}
     output, first = windows.compare(tables), windows.first_out(tables)
     if first is None:
         return output, None
-    verdict = f"{first[0]} is the first series to stay out of its usual range, at {first[1]}"
+    verdict = f"{first[0]} is the first to stay out of its usual range, at {first[1]} ({', '.join(first[2])})"
     return f"{verdict}\n{output}", first[0].rsplit(".", 1)[0]
 
 

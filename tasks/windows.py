@@ -93,18 +93,17 @@ def compare(files: dict[str, str]) -> str:
     return "\n".join(lines[:MAX_LINES])
 
 
-def first_out(files: dict[str, str]) -> tuple[str, str] | None:
-    """(file, row label) of the one file whose series stays out earliest; None when none stays out or
-    files tie for the earliest row (no single first)."""
+def first_out(files: dict[str, str]) -> tuple[str, str, list[str]] | None:
+    """(file, row label, the columns that stay out from that row) of the one file whose series stays out
+    earliest; None when none stays out or files tie for the earliest row (no single first)."""
     stays = [d for name, text in files.items() for d in departures(name, text) if d.back is None]
     if not stays:
         return None
     row = min(d.row for d in stays)
-    first = {d.file for d in stays if d.row == row}
-    if len(first) > 1:
+    first = [d for d in stays if d.row == row]
+    if len({d.file for d in first}) > 1:
         return None
-    d = next(d for d in stays if d.row == row)
-    return d.file, d.at
+    return first[0].file, first[0].at, [d.column for d in first]
 
 
 def _line(d: Departure) -> str:

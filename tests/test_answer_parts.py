@@ -87,7 +87,7 @@ def test_compare_lists_what_stays_out_earliest_first_then_what_came_back():
 def test_first_out_names_the_one_file_that_stays_out_earliest_and_no_file_on_a_tie():
     db, api = table({"err": series(40, 0.01, 25, 0.5)}), table({"err": series(40, 0.01, 27, 0.4)})
     early = table({"cpu": series(40, 20, 12, 90, back_at=20)})  # comes back: not a lasting change
-    assert windows.first_out({"db.csv": db, "api.csv": api, "batch.csv": early}) == ("db.csv", "t25")
+    assert windows.first_out({"db.csv": db, "api.csv": api, "batch.csv": early}) == ("db.csv", "t25", ["err"])
     assert windows.first_out({"db.csv": db, "db2.csv": db}) is None
     assert windows.first_out({"batch.csv": early}) is None
 
@@ -98,7 +98,7 @@ def test_a_comparison_s_verdict_decides_the_menu_it_names_whatever_the_notes_say
     from arts.policy.investigator import Investigator, Tools
     from tests.doubles import ScriptedBackend
 
-    verdict = "db.csv is the first series to stay out of its usual range, at t3"
+    verdict = "db.csv is the first to stay out of its usual range, at t3 (err)"
     tools = Tools(
         files=["incidents/a/logs/api.txt"],
         read=lambda path, start: "1: ERROR api timeout calling db, disk full",

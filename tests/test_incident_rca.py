@@ -286,6 +286,31 @@ def _careful(incident: Path) -> tuple[str | None, str | None]:
     return first[0], faults[0] if len(faults) == 1 else None
 
 
+def test_each_committed_incident_s_comparison_verdict_names_its_root_and_a_cpu_that_stays_out(
+    task: Task, case
+):
+    """The verdict line of the comparison on each committed incident: the root's file, and its columns
+    (i4's cpu stays out, which narrows the fault menu to cpu_saturation, i4's truth)."""
+    from arts.policy import answer_parts
+    from arts.policy.investigator import Finding
+    from arts.search import diagnose
+    from arts.search.assembly import material_paths
+
+    files = material_paths(task)
+    parts = {p.name: p for p in answer_parts.split(task.answer_schema(), files)}
+    for i, truth in case.items():
+        output, blamed = diagnose._compare(task, files, f"incidents/{i}/metrics")
+        assert blamed == truth["root_service"], output
+        verdict = Finding(
+            text=output.splitlines()[0], region=f"incidents/{i}/metrics", relation="neutral", by="compare"
+        )
+        fault = diagnose.noted_model(parts[i].schema, [verdict], i).model_json_schema()["properties"]["fault"]
+        assert fault.get("enum", [fault.get("const")]) == (
+            ["cpu_saturation"] if i == "i4" else list(FAULTS)
+        ), i
+        assert (i == "i4") == (truth["fault"] == "cpu_saturation")
+
+
 def test_arts_search_compares_each_incident_and_answers_with_the_service_that_stayed_out_first(
     case, tmp_path: Path, rules
 ):
