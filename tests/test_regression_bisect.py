@@ -200,10 +200,9 @@ def _passes(tree: dict[str, str], test: str, workdir: Path) -> bool:
     return subprocess.run(run, cwd=workdir, capture_output=True, timeout=60).returncode == 0
 
 
-def _careful(case: Path, workdir: Path) -> str | None:
-    """The commit after which the failing test first fails, found by undoing the diffs from the final tree;
-    None where the history is not that (the test fails at the start, or passes again later)."""
-    test = re.search(r"::(\w+) FAILED$", (case / "test_output.txt").read_text(), flags=re.M).group(1)
+def _states(case: Path) -> list[dict[str, str]]:
+    """The program before the first commit, after the first, ..., after the last: the diffs undone from
+    the final tree by `_undo`."""
     tree = {p.name: p.read_text() for p in (case / "src").iterdir()}
     states = [dict(tree)]
     for commit in reversed(sorted((case / "commits").glob("*.txt"))):
@@ -211,6 +210,14 @@ def _careful(case: Path, workdir: Path) -> str | None:
         file = re.search(r"^\+\+\+ b/(\S+)$", patch, flags=re.M).group(1)
         tree[file] = _undo(tree[file], patch.split("\n", 2)[2])
         states.insert(0, dict(tree))
+    return states
+
+
+def _careful(case: Path, workdir: Path) -> str | None:
+    """The commit after which the failing test first fails, found by undoing the diffs from the final tree;
+    None where the history is not that (the test fails at the start, or passes again later)."""
+    test = re.search(r"::(\w+) FAILED$", (case / "test_output.txt").read_text(), flags=re.M).group(1)
+    states = _states(case)
     passing = [_passes(s, test, workdir / f"state{k}") for k, s in enumerate(states)]
     first_fail = passing.index(False) if False in passing else 0
     ok = first_fail > 0 and all(passing[:first_fail]) and not any(passing[first_fail:])
@@ -233,15 +240,7 @@ def test_the_bisect_tool_undoes_each_history_as_the_careful_reader_does(calibrat
     for case in truth:
         root = folder / "cases" / case
         texts = {str(p.relative_to(folder)): p.read_text() for p in root.rglob("*") if p.is_file()}
-        h = history.load(texts, f"cases/{case}")
-        tree = dict(h.tree)
-        mine = [dict(tree)]
-        for commit in reversed(sorted((root / "commits").glob("*.txt"))):
-            patch = commit.read_text().split("\n\n", 2)[2]
-            file = re.search(r"^\+\+\+ b/(\S+)$", patch, flags=re.M).group(1)
-            tree[file] = _undo(tree[file], patch.split("\n", 2)[2])
-            mine.insert(0, dict(tree))
-        assert history.states(h) == mine, case
+        assert history.states(history.load(texts, f"cases/{case}")) == _states(root), case
 
 
 def test_the_bisect_tool_blames_every_committed_case_s_breaking_commit(task: Task, truth, tmp_path: Path):
