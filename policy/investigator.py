@@ -120,15 +120,16 @@ class Tools:
     """grep(pattern, path): the matching lines, numbered and capped."""
     folders: list[str] = field(default_factory=list)
     """Material folders whose tables `compare` may compare."""
-    compare: Callable[[str], str | tuple[str, str | None]] | None = None
+    compare: Callable[[str], str | tuple[str, str | None] | tuple[str, str | None, int]] | None = None
     """compare(folder): which numeric series of the folder's CSV files left their range first
-    (`tasks.windows`); or (that, the file whose series stays out first, when one does)."""
+    (`tasks.windows`); or (that, the file whose series stays out first, when one does[, the verdict's
+    lines at the head of the output])."""
     histories: list[str] = field(default_factory=list)
     """Material folders whose history `bisect` may replay."""
     bisect: Callable[[str], str | tuple[str, str | None]] | None = None
     """bisect(folder): the failing test run at each commit of the folder's history (`tasks.history`); or
-    (that, the commit its verdict blames or None). A tool's verdict, its output's first line, becomes a
-    finding of its own (`Finding.by`)."""
+    (that, the commit its verdict blames or None). Each line of a tool's verdict (its output's first,
+    unless the tool says how many) becomes a finding of its own (`Finding.by`)."""
     words: list[str] = field(default_factory=list)
     """Words a narrowed grep may use besides the hypothesis's: the entities of the case's answer menus."""
     vocabulary: frozenset[str] = frozenset()
@@ -253,12 +254,12 @@ class Investigator:
             if action.op == "note":
                 out.findings.append(Finding(text=action.observation, region=region, relation=action.relation))
                 continue
-            label, output, blamed = self._use(tools, action)
+            label, output, blamed, n = self._use(tools, action)
             last, region = (label, output), getattr(action, "file", None) or action.folder
             entry["output"] = clip(output, cfg.output_chars)
-            if blamed is not None:  # the tool's verdict is an observation of its own
-                verdict = self._verdict(action.op, output, blamed, hypothesis, tools, region)
-                out.findings.append(verdict)
+            for line in output.strip().splitlines()[:n] if blamed is not None else []:
+                verdict = self._verdict(action.op, line, blamed, hypothesis, tools, region)
+                out.findings.append(verdict)  # the tool's verdict is an observation of its own
                 out.transcript.append({"step": step, "op": "note", "by": action.op, "action": {
                     "op": "note", "observation": verdict.text, "relation": verdict.relation
                 }})  # fmt: skip
@@ -308,9 +309,10 @@ class Investigator:
             ops = tuple(op for op in ops if op != "note")
         return ops, step_schema(files, ops, folders=folders, histories=histories, **narrowed)
 
-    def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str, str | None]:
-        """Run a read, grep, compare or bisect: (label, output, what the tool's verdict names or None). A
-        tool that raises is shown back as its error (the loop goes on)."""
+    def _use(self, tools: Tools, action: BaseModel) -> tuple[str, str, str | None, int]:
+        """Run a read, grep, compare or bisect: (label, output, what the tool's verdict names or None, the
+        verdict's lines at the head of the output: 1 unless the tool says). A tool that raises is shown
+        back as its error (the loop goes on)."""
         if action.op in ("compare", "bisect"):
             label, call = f"{action.op} {action.folder}", (getattr(tools, action.op), action.folder)
         elif action.op == "read":
@@ -326,18 +328,19 @@ class Investigator:
         try:
             got = call[0](*call[1:])
         except Exception as e:  # a tool is someone else's code: its failure is an observation, not a crash
-            return label, f"error: {type(e).__name__}: {e}", None
-        return (label, str(got[0]), got[1]) if isinstance(got, tuple) else (label, str(got), None)
+            return label, f"error: {type(e).__name__}: {e}", None, 0
+        if not isinstance(got, tuple):
+            return label, str(got), None, 0
+        return label, str(got[0]), got[1], got[2] if len(got) > 2 else 1
 
     @staticmethod
-    def _verdict(op: str, output: str, blamed: str, hypothesis: str, tools: Tools, region: str) -> Finding:
-        """A tool's verdict (its output's first line) as a finding: it supports a hypothesis that names what
-        it blames, opposes one that names another of the case's entities (`Tools.words`), and is neutral
-        to any other."""
+    def _verdict(op: str, line: str, blamed: str, hypothesis: str, tools: Tools, region: str) -> Finding:
+        """A line of a tool's verdict as a finding: it supports a hypothesis that names what the tool blames,
+        opposes one that names another of the case's entities (`Tools.words`), and is neutral to any other."""
         said = set(re.findall(r"[a-z0-9][a-z0-9_-]*", hypothesis.lower()))
         others = {w.lower() for w in tools.words} - {blamed.lower()}
         relation: Relation = "support" if blamed.lower() in said else "oppose" if said & others else "neutral"
-        text = clip(output.strip().splitlines()[0], 160)
+        text = clip(line.strip(), 160)
         return Finding(text=text, region=region, relation=relation, by=op)
 
     def _answer(

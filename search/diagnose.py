@@ -30,7 +30,7 @@ from arts.search import assembly
 from arts.search.assembly import answer_file, current_answer, material_paths, material_texts
 from arts.search.render import task_line
 from arts.search.state import Node
-from arts.tasks import history, windows
+from arts.tasks import history, onset, windows
 from arts.tasks.base import Task
 from arts.tasks.readonly import NO_MATCH, grep_lines, read_lines
 
@@ -53,34 +53,43 @@ def table_folders(paths: list[str]) -> list[str]:
     return sorted(f for f in set(folders) if folders.count(f) >= 2)
 
 
-def _compare(task: Task, allowed: list[str], folder: str) -> tuple[str, str | None]:
+def _compare(task: Task, allowed: list[str], folder: str) -> tuple[str, str | None, int]:
     """The folder's comparison (`tasks.windows`), led by its verdict where one file's series stays out of
-    range before every other's (which of its columns: a cpu that stays out names cpu_saturation):
-    (output, that file's name without its extension, or None)."""
+    range before every other's: which of its columns (a cpu that stays out names cpu_saturation), then what
+    the other files say of that file's entity around then (`tasks.onset`: a deploy of it just before, its
+    log's own errors). (output, that file's name without its extension or None, verdict lines at its head)."""
     csvs = [p for p in allowed if p.endswith(".csv") and p.rsplit("/", 1)[0] == folder]
     tables = {p.rsplit("/", 1)[1]: t for p, t in material_texts(task, csvs).items()}
     output, first = windows.compare(tables), windows.first_out(tables)
     if first is None:
-        return output, None
-    verdict = f"{first[0]} is the first to stay out of its usual range, at {first[1]} ({', '.join(first[2])})"
-    return f"{verdict}\n{output}", first[0].rsplit(".", 1)[0]
+        return output, None, 0
+    stem, texts = first[0].rsplit(".", 1)[0], material_texts(task, allowed)
+    verdict = [
+        f"{first[0]} is the first to stay out of its usual range, at {first[1]} ({', '.join(first[2])})",
+        *onset.lines(texts, stem, first[1], folder),
+    ]
+    return "\n".join([*verdict, output]), stem, len(verdict)
 
 
 def noted_model(menu: dict, found: list[Finding], name: str) -> type:
     """The part's answer model after the notes: menus narrowed to what the notes name (with the file each
     is about), save notes that oppose and notes that a grep found nothing (they name what is absent). A
     menu that a tool's verdict names (`Finding.by`) keeps what the verdict names, whatever the hypothesis
-    and the other notes said; free strings to the lines noted."""
+    and the other notes said: the first of the verdict's lines that names any of a menu's values decides
+    it (the first-out file's line decides the root; a deploy of it, later, the fault, not the deploy's
+    other services). Free strings to the lines noted."""
     kept = [
         f"{f.text} ({f.region})" for f in found if f.relation != "oppose" and not f.text.startswith(NO_MATCH)
     ]
     schema = answer_menus.narrowed(menu, " ".join(kept), by_mention=True)
-    verdicts = " ".join(f.text for f in found if f.by)
-    if verdicts:
-        decided = answer_menus.narrowed(menu, verdicts, by_mention=True)
-        for whole, ruled, enum in zip(*(answer_menus.enums(s) for s in (menu, decided, schema))):
-            if len(ruled["enum"]) < len(whole["enum"]):
+    settled: set[int] = set()
+    for verdict in (f.text for f in found if f.by):  # in order: a menu an earlier line decided stays so
+        decided = answer_menus.narrowed(menu, verdict, by_mention=True)
+        menus = zip(*(answer_menus.enums(s) for s in (menu, decided, schema)))
+        for i, (whole, ruled, enum) in enumerate(menus):
+            if i not in settled and len(ruled["enum"]) < len(whole["enum"]):
                 enum["enum"] = ruled["enum"]
+                settled.add(i)
     return schema_model(answer_menus.quoting(schema, [f.text for f in found]), name=f"Answer_{name}")
 
 

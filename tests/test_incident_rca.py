@@ -13,6 +13,7 @@ import csv
 import hashlib
 import importlib.util
 import json
+import runpy
 import statistics
 import subprocess
 import sys
@@ -286,29 +287,58 @@ def _careful(incident: Path) -> tuple[str | None, str | None]:
     return first[0], faults[0] if len(faults) == 1 else None
 
 
-def test_each_committed_incident_s_comparison_verdict_names_its_root_and_a_cpu_that_stays_out(
-    task: Task, case
-):
-    """The verdict line of the comparison on each committed incident: the root's file, and its columns
-    (i4's cpu stays out, which narrows the fault menu to cpu_saturation, i4's truth)."""
-    from arts.policy import answer_parts
+def _verdict_menus(task: Task, incident: str, part) -> tuple[str | None, list[str], list[str]]:
+    """(what the comparison blames, the fault menu its verdict leaves, the verdict's lines) of one incident."""
     from arts.policy.investigator import Finding
     from arts.search import diagnose
     from arts.search.assembly import material_paths
 
-    files = material_paths(task)
-    parts = {p.name: p for p in answer_parts.split(task.answer_schema(), files)}
+    files = [p for p in material_paths(task) if p.startswith(f"incidents/{incident}/")]
+    output, blamed, n = diagnose._compare(task, files, f"incidents/{incident}/metrics")
+    lines = output.splitlines()[:n]
+    found = [Finding(text=line[:160], region="metrics", relation="neutral", by="compare") for line in lines]
+    fault = diagnose.noted_model(part.schema, found, incident).model_json_schema()["properties"]["fault"]
+    return blamed, fault.get("enum", [fault.get("const")]), lines
+
+
+def test_each_committed_incident_s_comparison_verdict_names_its_root_and_what_names_its_fault(
+    task: Task, case
+):
+    """The verdict's lines on each committed incident: the root's file first, then what the rest of the
+    case says of the root around its onset (`tasks.onset`). They leave i2's fault menu bad_deploy (a deploy
+    of the root at its onset), i3's connection_pool_exhausted (its own error line), i4's cpu_saturation (its
+    cpu stays out) - each the truth - and i1's whole: "no route to host" names no fault."""
+    from arts.policy import answer_parts
+    from arts.search.assembly import material_paths
+
+    parts = {p.name: p for p in answer_parts.split(task.answer_schema(), material_paths(task))}
+    decided = {"i2": "bad_deploy", "i3": "connection_pool_exhausted", "i4": "cpu_saturation"}
     for i, truth in case.items():
-        output, blamed = diagnose._compare(task, files, f"incidents/{i}/metrics")
-        assert blamed == truth["root_service"], output
-        verdict = Finding(
-            text=output.splitlines()[0], region=f"incidents/{i}/metrics", relation="neutral", by="compare"
-        )
-        fault = diagnose.noted_model(parts[i].schema, [verdict], i).model_json_schema()["properties"]["fault"]
-        assert fault.get("enum", [fault.get("const")]) == (
-            ["cpu_saturation"] if i == "i4" else list(FAULTS)
-        ), i
-        assert (i == "i4") == (truth["fault"] == "cpu_saturation")
+        blamed, faults, lines = _verdict_menus(task, i, parts[i])
+        assert blamed == truth["root_service"], lines
+        assert faults == ([decided[i]] if i in decided else list(FAULTS)), (i, lines)
+        assert decided.get(i, truth["fault"]) == truth["fault"]
+
+
+def test_on_generated_incidents_a_fault_the_verdict_decides_is_the_truth_where_its_root_is(calibration):
+    """On the 60 calibration incidents: where the first-out file is the root, every fault menu the verdict
+    narrows is narrowed to the truth (measured: 30 of 50; the rest stay whole for the model, memory leaks
+    among them, whose OOMKilled names no fault)."""
+    from arts.policy import answer_parts
+    from arts.search.assembly import material_paths
+
+    folder, truth = calibration
+    if not (folder / "grader").exists():  # the hidden grader, so that the case loads as a task
+        runpy.run_path(str(folder / "make_hidden.py"))["build"](folder)
+    task = load_task(folder)
+    parts = {p.name: p for p in answer_parts.split(task.answer_schema(), material_paths(task))}
+    right = 0
+    for i, t in truth.items():
+        blamed, faults, lines = _verdict_menus(task, i, parts[i])
+        if blamed == t["root_service"] and len(faults) < len(FAULTS):
+            assert faults == [t["fault"]], (i, t, lines)
+            right += 1
+    assert right >= 25
 
 
 def test_arts_search_compares_each_incident_and_answers_with_the_service_that_stayed_out_first(
