@@ -79,7 +79,8 @@ def assembled(nodes: list[Node], parts: list[Part], name: str) -> dict | None:
 
 def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
     """The part the hypothesis names first ("suspect c4.07, unlike c1": c4), else the part with fewest
-    experiments (the first of equals)."""
+    experiments (the first of equals) among those no tool's verdict settled (`settled`) while one is open:
+    a free hypothesis that names no part (the capable profile's) goes where the case is still open."""
     said = re.findall(r"[a-z0-9][a-z0-9_-]*", hypothesis.lower())
     named = [p for p in parts if p.name.lower() in said]
     if named:
@@ -88,7 +89,8 @@ def pick_part(parts: list[Part], hypothesis: str, nodes: list[Node]) -> Part:
     for n in nodes:
         if (k := part_of(n)) in counts:
             counts[k] += 1
-    return min(parts, key=lambda p: counts[p.name])
+    done = {part_of(n) for n in nodes if n.status == "valid" and settled(n)}
+    return min([p for p in parts if p.name not in done] or parts, key=lambda p: counts[p.name])
 
 
 def final_answer(task: Task, nodes: list[Node]) -> dict | None:

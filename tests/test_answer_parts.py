@@ -8,6 +8,7 @@ assembled part by part. What the embedded model makes of them is measured with `
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -332,6 +333,24 @@ def test_the_final_answer_is_whole_when_a_part_was_never_investigated():
     assert answer["incidents"]["i2"] == entry and set(answer["incidents"]) == {"i1", "i2", "i3", "i4"}
     schema_model(task.answer_schema()).model_validate(answer)
     assert assembly.final_answer(task, nodes[:1]) is None
+
+
+def test_a_hypothesis_that_names_no_part_goes_to_the_least_seen_part_no_verdict_settled():
+    """The capable profile's free hypotheses: i1 seen once and settled by a comparison's verdict, i2 seen
+    once and open, i3 seen twice; "check the cache" goes to i2, and to i1 once every part is settled."""
+    from arts.search.state import Node
+
+    def node(i: int, part: str, by: str = "") -> Node:
+        steps = [{"step": "part", "part": part}, *([{"op": "note", "by": by}] if by else [])]
+        return Node(id=i, parent=1, status="valid", transcript=steps)
+
+    parts = ap.split(SCHEMA, MATERIAL)
+    parts = [*parts, dataclasses.replace(parts[1], name="c", folder="incidents/c/")]
+    nodes = [node(2, "a", by="compare"), node(3, "b"), node(4, "c"), node(5, "c")]
+    assert assembly.pick_part(parts, "check the cache", nodes).name == "b"
+    assert assembly.pick_part(parts, "suspect a.db", nodes).name == "a"  # a part it names, settled or not
+    settled_all = [node(2, "a", "compare"), node(3, "b", "compare"), node(4, "c", "bisect")]
+    assert assembly.pick_part(parts, "check the cache", settled_all).name == "a"
 
 
 def test_without_observations_a_diagnosis_answers_every_part_unseen(tmp_path: Path, rules):
