@@ -1,7 +1,7 @@
 """`[probe]` of a task.toml: what makes a task a learning probe.
 
 A learning probe is a task whose reward is stationary: one class of moves (a verb and a target of the
-seed program) keeps paying round after round while the task's other targets are decoys, so a scientist
+seed program, or a verb on any of its targets) keeps paying round after round while the task's other targets are decoys, so a scientist
 that learns during the search has something simple and known to learn (`arts bench --tasks probes`).
 The section is read by the harness only: the scientist never sees it, and a probe's statement does not
 name the paying move. Not checked here: that the class really pays (tests/test_probe_tasks.py does).
@@ -13,15 +13,16 @@ import re
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-MOVE = re.compile(r"(increase|decrease|tune|swap|rewrite) [A-Za-z_]\w*(#\d+)?")
-"""A class of moves as a directed hypothesis starts (`policy.edits.moves.DIRECTED`, less `probe`)."""
+MOVE = re.compile(r"(increase|decrease|tune|swap|rewrite)( [A-Za-z_]\w*(#\d+)?)?")
+"""A class of moves as a directed hypothesis starts (`policy.edits.moves.DIRECTED`, less `probe`): a verb
+and a target, or a verb alone (that verb on any target but the decoys)."""
 
 
 class ProbeConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     paying: str
-    """The class of moves that keeps paying (`increase STEPS`). Without `ttt.watch`, a TTT run on the task
-    watches its probability (`training.watch`)."""
+    """The class of moves that keeps paying: `increase STEPS`, or a verb alone (`decrease`: on any target
+    but the decoys). Without `ttt.watch`, a TTT run on the task watches its probability (`training.watch`)."""
     decoys: list[str] = []
     """Targets of the seed program whose moves, either way, do not pay (inert, or worse)."""
 
@@ -31,6 +32,6 @@ class ProbeConfig(BaseModel):
         if not MOVE.fullmatch(v):
             raise ValueError(
                 f"{v!r} is not a class of moves; write a verb (increase, decrease, tune, swap, rewrite) and a "
-                "target of the seed program, e.g. 'increase STEPS'"
+                "target of the seed program, e.g. 'increase STEPS', or a verb alone ('decrease': on any target)"
             )
         return v

@@ -33,6 +33,7 @@ NAMES = [
     "probe-jacobi",
     "probe-kepler",
     "probe-quadrature",
+    "probe-ridge",
     "weighted-completion",
 ]
 SLOW = {"char-lm"}  # one evaluation trains for 300 steps: about 25 s on two cores
@@ -50,6 +51,7 @@ BASELINE_TOL = {
     "probe-jacobi": 1e-12,
     "probe-kepler": 1e-12,  # pure Python floats
     "probe-quadrature": 1e-12,
+    "probe-ridge": 1e-12,
 }
 
 

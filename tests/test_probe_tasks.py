@@ -17,7 +17,6 @@ import pytest
 
 from arts.policy.edits.actions import SetConstant
 from arts.policy.edits.apply import apply_edit, constant_menus
-from arts.policy.edits.moves import directed_target
 from arts.policy.proposal_schema import directed_pattern
 from arts.search.cli.main import main
 from arts.search.methods.targets import targets
@@ -28,6 +27,7 @@ PROBES = {
     "probe-quadrature": "increase STEPS",
     "probe-kepler": "decrease TOL",
     "probe-jacobi": "decrease TOL",
+    "probe-ridge": "decrease",  # a verb on any target: each penalty's halving pays
 }
 PAYING_STEPS = 6
 """Doublings (or halvings) in a row that must each raise the score."""
@@ -58,21 +58,32 @@ def test_the_probes_are_builtin_and_declare_what_pays(capsys):
     for name, paying in PROBES.items():
         probe = resolve_task(name).config.probe
         assert name in listed and probe is not None and probe.paying == paying
-        assert paying.split()[1] not in resolve_task(name).statement  # the scientist is not told
+        assert paying.split()[-1] not in resolve_task(name).statement  # the scientist is not told
         assert main(["tasks", "show", name]) == 0
         assert f"probe:    {paying} pays" in capsys.readouterr().out
 
 
+def paying_targets(task) -> list[str]:
+    """The targets the task's paying class moves: its one target, or (a verb alone) every constant of the
+    seed program's menus but the decoys."""
+    words = task.config.probe.paying.split()
+    if len(words) == 2:
+        return [words[1]]
+    return [n for n in constant_menus(task.seed_files()) if n not in task.config.probe.decoys]
+
+
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_the_paying_class_pays_again_and_again_and_the_decoys_never(name, tmp_path, capsys):
+    """PAYING_STEPS steps of the class in a row each raise the score: on its one target, or for a verb
+    alone, on each of its targets in turn (then round again); the other way hurts on every target."""
     task = resolve_task(name)
-    verb, target = task.config.probe.paying.split()
-    side = 1 if verb == "increase" else -1
+    side = 1 if task.config.probe.paying.startswith("increase") else -1
+    targets_ = paying_targets(task)
     files = task.seed_files()
     scores = [evaluate(files, name, tmp_path, capsys)]
     assert scores[0] == pytest.approx(task.normalise(task.config.metric.baseline))
-    for _ in range(PAYING_STEPS):
-        files = step(files, target, side)
+    for i in range(max(PAYING_STEPS, len(targets_))):
+        files = step(files, targets_[i % len(targets_)], side)
         scores.append(evaluate(files, name, tmp_path, capsys))
     assert all(b > a for a, b in zip(scores, scores[1:])), scores
     seed = task.seed_files()
@@ -81,19 +92,22 @@ def test_the_paying_class_pays_again_and_again_and_the_decoys_never(name, tmp_pa
             if way[decoy]:  # REPEAT = 1 has no step down
                 moved = apply_edit(seed, SetConstant(name=decoy, value=way[decoy][0]))
                 assert evaluate(moved, name, tmp_path, capsys) <= scores[0], (decoy, way[decoy][0])
-    assert evaluate(step(seed, target, -side), name, tmp_path, capsys) < scores[0]  # the other way hurts
+    for target in targets_:
+        assert evaluate(step(seed, target, -side), name, tmp_path, capsys) < scores[0]  # the other way hurts
 
 
 @pytest.mark.parametrize("name", sorted(PROBES))
 def test_the_small_profile_offers_the_paying_move_from_the_seed(name):
     task = resolve_task(name)
-    paying = task.config.probe.paying
-    verb, target = directed_target(paying)
+    verb = task.config.probe.paying.split()[0]
     state = SearchState(nodes={1: Node(id=1, files=task.seed_files(), status="seed", score=0.0)})
     moves = targets(state, lambda files: None)
-    assert verb in moves[target] and set(task.config.probe.decoys) <= set(moves)
-    assert list(moves)[0] != target  # not first: a searcher has to find it
-    assert re.fullmatch(directed_pattern(moves), f"{paying} by one step")
+    assert set(task.config.probe.decoys) <= set(moves)
+    for target in paying_targets(task):
+        assert verb in moves[target]
+        assert re.fullmatch(directed_pattern(moves), f"{verb} {target} by one step")
+    if len(paying_targets(task)) == 1:
+        assert list(moves)[0] != paying_targets(task)[0]  # not first: a searcher has to find it
 
 
 def test_a_probe_names_a_verb_and_a_target():
@@ -118,7 +132,7 @@ def test_bench_runs_the_probe_suite(tmp_path, capsys, monkeypatch):
     assert main(["bench", "--tasks", "probes", "--methods", "arts,arts-ttt", "--seeds", "2", "--out", str(out),
                  "--report"]) == 0  # fmt: skip
     summary = (out / "summary.md").read_text()
-    assert "tasks probe-jacobi, probe-kepler, probe-quadrature; methods arts, arts-ttt" in summary
+    assert "tasks probe-jacobi, probe-kepler, probe-quadrature, probe-ridge; methods arts, arts-ttt" in summary
 
 
 def test_a_ttt_run_on_a_probe_watches_its_paying_class(monkeypatch, tmp_path):

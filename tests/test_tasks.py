@@ -66,6 +66,6 @@ def test_minimise_tasks_are_normalised_so_higher_is_better():
     assert task.normalise(float("nan")) is None
     assert set(builtin_names()) == {
         "bin-packing-weibull", "breast-cancer-tree", "char-lm", "circle-packing-26", "digits-classifier",
-        "friedman-regression", "incident-rca", "probe-jacobi", "probe-kepler", "probe-quadrature", "regression-bisect",
-        "weighted-completion",
+        "friedman-regression", "incident-rca", "probe-jacobi", "probe-kepler", "probe-quadrature", "probe-ridge",
+        "regression-bisect", "weighted-completion",
     }  # fmt: skip
