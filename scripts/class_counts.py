@@ -13,6 +13,7 @@ per-run means is printed with a bootstrap 95% interval over runs (each group res
 Reads the stores only; no model is loaded.
 
 Usage: .venv/bin/python scripts/class_counts.py RUN_DIR... --move "decrease TOL" [--versus "*-warm-*"]
+       (--move "decrease": the verb on any target; open: the target's other way not held)
        [--from-round R] [--csv out.csv]
 """
 
@@ -59,12 +60,13 @@ def counts(run_dir: Path, move: str, from_round: int = 1) -> dict:
         (k, sum(str(c.get("hypothesis", "")).startswith(move) for c in cands)) for k, cands in lists.values()
     ]
     drawn = sum(bool(_drawn(r, move)) for r in rollouts)
-    verb, target = move.split(maxsplit=1)
+    verb, *target = move.split(maxsplit=1)  # a verb alone: the class is that verb on any target
     held = holds(run_dir, state, {r.round for r in rollouts})
     opposite = {"increase": "decrease", "decrease": "increase"}.get(verb, "")
     moved = [
-        h for k, cands in lists.values() if f"{opposite} {target}" not in held.get(k, set())
-        for c in cands if len(h := str(c.get("hypothesis", "")).split()) > 1 and h[1] == target
+        h for k, cands in lists.values()
+        for c in cands if len(h := str(c.get("hypothesis", "")).split()) > 1 and h[1] in (target or [h[1]])
+        and f"{opposite} {h[1]}" not in held.get(k, set())
     ]  # fmt: skip
     hit = sum(h[0] == verb for h in moved)
     first = min((k for k, _ in hits), default=0)
