@@ -1,7 +1,7 @@
 """What the rest of a case says about the series a comparison found first out of range (`tasks.windows`):
 the lines of other files that name its entity in the few minutes before it left its range (a change
-log's deploy of it), and the lines at the rarest level of its own file, from then on, that no other file
-of its folder has (its log's own errors, not the timeouts its callers echo). A read-only probe after
+log's deploy of it), and the lines at the most severe level of its own file, from then on, whose kind no
+other file of its folder has (its log's own errors, not the timeouts its callers echo). A read-only probe after
 `compare`: each line it returns is part of the comparison's verdict, so that a model too small to map a
 log line to a cause still answers with what the material names (`search.diagnose.noted_model`).
 
@@ -40,6 +40,10 @@ def _stem(path: str) -> str:
     return path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
 
 
+def _inside(path: str, folder: str) -> bool:
+    return bool(folder) and path.startswith(folder.rstrip("/") + "/")
+
+
 def _names(line: str, entity: str) -> bool:
     return re.search(rf"(?<![\w-]){re.escape(entity)}(?![\w-])", line, re.IGNORECASE) is not None
 
@@ -52,7 +56,7 @@ def before(texts: dict[str, str], entity: str, at: str, skip: str = "") -> list[
         return []
     out = []
     for path, text in texts.items():
-        if _stem(path) == entity or (skip and path.startswith(skip.rstrip("/") + "/")):
+        if _stem(path) == entity or _inside(path, skip):
             continue
         for line in text.splitlines():
             when = label(line)
@@ -72,7 +76,7 @@ def own(texts: dict[str, str], entity: str, at: str, skip: str = "") -> list[tup
     template no other file of that folder has, at the most severe level among them (`SEVERITY`; all when
     none shows one), the most frequent `MAX_OWN` kinds (the first line of each)."""
     t = label(at)
-    mine = [p for p in texts if _stem(p) == entity and not (skip and p.startswith(skip.rstrip("/") + "/"))]
+    mine = [p for p in texts if _stem(p) == entity and not _inside(p, skip)]
     if t is None or not mine:
         return []
     path = mine[0]

@@ -1,8 +1,9 @@
 """`[probe]` of a task.toml: what makes a task a learning probe.
 
 A learning probe is a task whose reward is stationary: one class of moves (a verb and a target of the
-seed program, or a verb on any of its targets) keeps paying round after round while the task's other targets are decoys, so a scientist
-that learns during the search has something simple and known to learn (`arts bench --tasks probes`).
+seed program, or a verb on any of its targets) keeps paying round after round while the task's other
+targets are decoys, so a scientist that learns during the search has something simple and known to learn
+(`arts bench --tasks probes`).
 The section is read by the harness only: the scientist never sees it, and a probe's statement does not
 name the paying move. Not checked here: that the class really pays (tests/test_probe_tasks.py does).
 """

@@ -365,6 +365,8 @@ def test_arts_search_compares_each_incident_and_answers_with_the_service_that_st
     assert {i: a["root_service"] for i, a in answer.items()} == {
         i: t["root_service"] for i, t in case.items()
     }
+    for i in ("i2", "i3", "i4"):  # faults the verdict's onset lines decide (`tasks.onset`)
+        assert answer[i]["fault"] == case[i]["fault"], i
 
 
 def test_heuristic_scores_about_half_while_a_careful_reader_scores_all(calibration, tmp_path: Path):
