@@ -13,7 +13,7 @@ per-run means is printed with a bootstrap 95% interval over runs (each group res
 Reads the stores only; no model is loaded.
 
 Usage: .venv/bin/python scripts/class_counts.py RUN_DIR... --move "decrease TOL" [--versus "*-warm-*"]
-       (--move "decrease": the verb on any target; open: the target's other way not held)
+       (--move "decrease": the verb on any target but the task's probe decoys; open: the target's other way not held)
        [--from-round R] [--csv out.csv]
 """
 
@@ -34,6 +34,7 @@ from arts.search.bench.metrics import bootstrap_ci, mean_ci  # noqa: E402
 from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402
+from arts.tasks.probe import in_class  # noqa: E402
 
 FIELDS = (
     "lists",
@@ -56,10 +57,13 @@ def counts(run_dir: Path, move: str, from_round: int = 1) -> dict:
     lists: dict[tuple, tuple] = {}
     for r in rollouts:
         lists.setdefault((r.group, tuple(r.tokens) or r.id), (r.round, r.candidates))
+    probe = resolve_task(read_stored_config(run_dir / "config.toml").task).config.probe
+    decoys = tuple(probe.decoys) if probe else ()  # a verb alone on a decoy is not of the class
     hits = [
-        (k, sum(str(c.get("hypothesis", "")).startswith(move) for c in cands)) for k, cands in lists.values()
+        (k, sum(in_class(str(c.get("hypothesis", "")), move, decoys) for c in cands))
+        for k, cands in lists.values()
     ]
-    drawn = sum(bool(_drawn(r, move)) for r in rollouts)
+    drawn = sum(bool(_drawn(r, move, decoys)) for r in rollouts)
     verb, *target = move.split(maxsplit=1)  # a verb alone: the class is that verb on any target
     held = holds(run_dir, state, {r.round for r in rollouts})
     opposite = {"increase": "decrease", "decrease": "increase"}.get(verb, "")
@@ -102,10 +106,10 @@ def before(state, r: int):
     return state.model_copy(update={"nodes": {i: n for i, n in state.nodes.items() if n.round < r}})
 
 
-def _drawn(rollout, move: str) -> bool:
+def _drawn(rollout, move: str, decoys: tuple[str, ...] = ()) -> bool:
     cands = rollout.candidates
-    return 0 <= rollout.drawn < len(cands) and str(cands[rollout.drawn].get("hypothesis", "")).startswith(
-        move
+    return 0 <= rollout.drawn < len(cands) and in_class(
+        str(cands[rollout.drawn].get("hypothesis", "")), move, decoys
     )
 
 

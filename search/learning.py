@@ -60,6 +60,7 @@ class Learning:
         log: Callable[[str], None] = print,
         serving: Any = None,
         watch: str | None = None,
+        decoys: tuple[str, ...] = (),
         tilt: tuple[float, float] = (0.0, 3.0),
         companions: bool = False,
     ):
@@ -76,6 +77,8 @@ class Learning:
         """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.watch = watch
         """A class of moves whose held-out probability each update measures (`training.watch`)."""
+        self.decoys = decoys
+        """Targets on which a watched verb alone is not of the class (a probe's decoys)."""
         self.tilt = tilt
         """The draw's tilt (exponent, cap; `ScientistConfig.tilt`), which the watch's draw probability takes."""
         self.companions = companions
@@ -229,7 +232,9 @@ class Learning:
         the update about to run trains on, so no adapter so far has seen it): `training.watch.measure`."""
         trainer, last = self.trainer, max(r.round for r in rollouts)
         newest = sorted((r for r in rollouts if r.round == last), key=lambda r: r.id)
-        got = measure(trainer.backend, newest, self.watch, ADAPTER, trainer.temperature, self.tilt)
+        got = measure(
+            trainer.backend, newest, self.watch, ADAPTER, trainer.temperature, self.tilt, self.decoys
+        )
         self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, **(got or {"scored": False}))
         if got:
             self.log(

@@ -147,6 +147,7 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         temperature=cfg.scientist.temperature,
         seed=cfg.seed,
     )
+    probe = run.task.config.probe
     learning = Learning(
         trainer,
         run.ledger,
@@ -155,7 +156,8 @@ def start_learning(cfg: SearchConfig, run: Run, scientist: Backend | None):
         log=run.log,
         use_adapter=run.agents.use_adapter,
         serving=serving,
-        watch=cfg.ttt.watch or (run.task.config.probe.paying if run.task.config.probe else None),
+        watch=cfg.ttt.watch or (probe.paying if probe else None),
+        decoys=tuple(probe.decoys) if probe else (),
         tilt=(cfg.scientist.tilt, cfg.scientist.tilt_cap),
         companions=cfg.ttt.companions,
     )

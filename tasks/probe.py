@@ -11,6 +11,7 @@ name the paying move. Not checked here: that the class really pays (tests/test_p
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
@@ -36,3 +37,12 @@ class ProbeConfig(BaseModel):
                 "target of the seed program, e.g. 'increase STEPS', or a verb alone ('decrease': on any target)"
             )
         return v
+
+
+def in_class(hypothesis: str, move: str, decoys: Iterable[str] = ()) -> bool:
+    """Whether a hypothesis is of the class `move`: it begins with the verb and target, or with the verb
+    alone on a target that is not a decoy (`decrease PIVOT_EPS` is not of a probe's class `decrease`)."""
+    if not hypothesis.startswith(move):
+        return False
+    words = hypothesis.split()
+    return " " in move.strip() or len(words) < 2 or words[1].split("#")[0] not in set(decoys)

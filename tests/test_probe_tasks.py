@@ -22,6 +22,7 @@ from arts.search.cli.main import main
 from arts.search.methods.targets import targets
 from arts.search.state import Node, SearchState
 from arts.tasks.base import TaskConfig, TaskError, resolve_task
+from arts.tasks.probe import in_class
 
 PROBES = {
     "probe-quadrature": "increase STEPS",
@@ -123,6 +124,15 @@ def test_a_probe_names_a_verb_and_a_target():
         TaskConfig(**base, probe={"paying": "more STEPS"})
     with pytest.raises(TaskError):
         resolve_task("probes")  # a suite of the bench, not a task
+
+
+def test_a_verb_alone_on_a_decoy_is_not_of_the_class():
+    """What the watch and the class counts count: `decrease` on any target but the decoys."""
+    decoys = resolve_task("probe-ridge").config.probe.decoys
+    assert in_class("decrease PENALTY_AGE by half", "decrease", decoys)
+    assert not in_class("decrease PIVOT_EPS by half", "decrease", decoys)
+    assert not in_class("increase PENALTY_AGE", "decrease", decoys)
+    assert in_class("decrease TOL#2", "decrease TOL", ["TOL"])  # a named target is the class, decoy or not
 
 
 def test_bench_runs_the_probe_suite(tmp_path, capsys, monkeypatch):

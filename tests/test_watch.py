@@ -92,6 +92,7 @@ def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, 
                 p.normal_(0, 0.5)
     assert measure(tiny_backend, [rollout], "increase X", ADAPTER)["ratio"] != 1.0
     assert measure(tiny_backend, [rollout], "decrease Y", ADAPTER) is None
+    assert measure(tiny_backend, [rollout], "increase", ADAPTER, decoys=("X",)) is None  # X is a decoy
     # the draw's tilt by the move's log-ratio (`training.tilt`): the adapter's weights tilted, shares still 1
     tilted = [measure(tiny_backend, [rollout], m.split(" by")[0], ADAPTER, tilt=(1.0, 3.0)) for m in MOVES]
     assert sum(s["weight"] for s in tilted) == pytest.approx(1.0)
@@ -143,3 +144,22 @@ def test_a_move_is_spelled_as_a_constrained_sampler_writes_it(tiny_backend):
         in got
     )
     assert len({tuple(p) for p in got}) == len(got) and all(tok.decode(p) == "decrease TOL" for p in got)
+
+
+def test_arts_search_watches_a_probes_class_without_its_decoys(monkeypatch, tmp_path, tiny_model_dir):
+    """A task's `[probe]` reaches the watch through `arts search --ttt`: its paying class and its decoys."""
+    from arts.search import learning
+    from arts.search.cli.main import main
+    from tests.doubles import make_task, tiny_scientist
+
+    task = make_task(tmp_path / "task")
+    with (task / "task.toml").open("a") as f:
+        f.write('\n[probe]\npaying = "increase"\ndecoys = ["X"]\n')
+    seen: list[tuple] = []
+    monkeypatch.setattr(learning, "measure", lambda _b, _r, move, *rest: seen.append((move, rest[-1])))
+    tiny_scientist(monkeypatch, tiny_model_dir)
+    argv = ["search", str(task), "--run-dir", str(tmp_path / "run"), "--rounds", "2", "--evals", "400", "-q",
+            "--ttt", "--set", "executor_model.backend=rules", "--set", "scientist.audits=0",
+            "--set", "scientist.inspect=0", "--set", "scientist.candidates=2", "--set", "group=2"]  # fmt: skip
+    assert main(argv) == 0
+    assert seen and all(s == ("increase", ("X",)) for s in seen)

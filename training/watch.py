@@ -21,6 +21,7 @@ import json
 import math
 from typing import Any
 
+from arts.tasks.probe import in_class
 from arts.training.credit import base_model
 from arts.training.logprobs import ActionTarget, adapter_scope, score_targets
 from arts.training.stated import PROBABILITY
@@ -239,6 +240,7 @@ def measure(
     adapter: str,
     temperature: float = 1.0,
     tilt: tuple[float, float] = (0.0, 3.0),
+    decoys: tuple[str, ...] = (),
 ) -> dict | None:
     """How much more the adapter favours `move` than the base, on one round's rollouts (objects with
     `prompt`, `json_schema`, `action`, `candidates` and `tokens`, as `search.state.Rollout`), as the
@@ -248,11 +250,12 @@ def measure(
     writing it where the list wrote it (`offer_probability`) times its draw weight there (its expected
     stated probability over the sum of its list's, `stated_probabilities`); `ratio` is the adapter's over
     the base's. With `tilt` (the draw's exponent and cap, `ScientistConfig.tilt`), the adapter's draw weights
-    are tilted as the draw tilts them (`training.tilt`); the base's are not. Without tokens: the log-prob
+    are tilted as the draw tilts them (`training.tilt`); the base's are not. A verb alone on one of
+    `decoys` is not of the class (`tasks.probe.in_class`). Without tokens: the log-prob
     of writing it first (`class_logprobs`)."""
     offered = [
         (r, i) for r in rollouts if r.tokens
-        for i, c in enumerate(r.candidates) if str(c.get("hypothesis", "")).startswith(move)
+        for i, c in enumerate(r.candidates) if in_class(str(c.get("hypothesis", "")), move, decoys)
     ]  # fmt: skip
     if offered:
         r, i = offered[0]
