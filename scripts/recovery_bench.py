@@ -34,7 +34,7 @@ def main() -> int:
         "--evals", type=int, default=6, help="evaluations after the failed one (0: the route only)"
     )
     ap.add_argument("--methods", default=",".join(METHODS))
-    ap.add_argument("--scenarios", nargs="*", default=None, help="names (default: all)")
+    ap.add_argument("--scenarios", nargs="*", default=None, help="names or patterns, lo-* (default: all)")
     ap.add_argument("--model", default=None, help="scientist and executor model (default: the embedded one)")
     ap.add_argument(
         "--list", action="store_true", help="list the scenarios and their known levels, run nothing"

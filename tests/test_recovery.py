@@ -161,6 +161,9 @@ def test_the_script_lists_the_scenarios():
     out = subprocess.run([sys.executable, "scripts/recovery_bench.py", "--list"], cwd=ROOT, capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     assert "lf-bug-name  repair" in out and out.count("\n") >= 12
+    tuned = subprocess.run([sys.executable, "scripts/recovery_bench.py", "--list", "--scenarios", "lo-*"], cwd=ROOT,
+                           capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert tuned.count("lo-sm-") == tuned.count("\n") >= 12  # a pattern: the scenarios from the local optimum
 
 
 def test_with_no_evaluations_a_run_measures_the_route_only(tmp_path, rules):

@@ -22,6 +22,7 @@ Runs are resumable by row (`rows.csv` keeps one per finished run); a run killed 
 from __future__ import annotations
 
 import csv
+import fnmatch
 import math
 import shutil
 import sys
@@ -110,14 +111,15 @@ class Scenario(BaseModel):
 
 
 def load_scenarios(path: Path = SCENARIOS, names: list[str] | None = None) -> list[Scenario]:
-    """The scenarios of `path` (all, or those named, in the file's order)."""
+    """The scenarios of `path` (all, or those named, in the file's order); a name may be a shell pattern
+    (`lo-*`: every scenario from the local optimum)."""
     raw = tomllib.loads(path.read_text())["scenario"]
     out = [Scenario(**s) for s in raw]
     if names:
-        unknown = set(names) - {s.name for s in out}
+        unknown = [n for n in names if not any(fnmatch.fnmatchcase(s.name, n) for s in out)]
         if unknown:
             raise ValueError(f"unknown scenario(s) {sorted(unknown)}; known: {[s.name for s in out]}")
-        out = [s for s in out if s.name in names]
+        out = [s for s in out if any(fnmatch.fnmatchcase(s.name, n) for n in names)]
     return out
 
 
