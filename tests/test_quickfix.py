@@ -26,6 +26,15 @@ def test_pythons_suggestion_renames_the_name_and_leaves_strings_and_comments():
     assert fixed == 'STEPS = 30\nfor _ in range(STEPS):\n    print("STEP")  # STEP\n'
 
 
+def test_without_pythons_suggestion_the_programs_closest_name_is_offered():
+    """An evaluator's one-line reason drops `Did you mean`: the program's own closest name stands in."""
+    text = "def trimmed(w):\n    kept = sorted(w)[1:-1]\n    return sum(kept) / len(keep)\n"
+    [(label, fixed)] = name_fixes(
+        text, "evaluator: the candidate crashed (exit code 1): NameError: name 'keep' is not defined"
+    )
+    assert label == "rename keep to kept" and "len(kept)" in fixed
+
+
 def test_no_fix_for_other_crashes_unknown_names_or_names_the_program_does_not_use():
     assert name_fixes(MEDIAN, "ValueError: math domain error") == []
     assert name_fixes(MEDIAN, "NameError: name 'frobnicate' is not defined") == []

@@ -116,10 +116,14 @@ def test_a_run_from_a_tuned_parent_starts_there_and_fails_as_stated(tmp_path, ru
     assert failed.score is None and "median" in failed.files["solution.py"]
 
 
-def test_a_repair_edits_the_failed_program_and_recovers_past_the_parent(tmp_path, rules):
-    """The crash (a median without its import) routes to a repair; the repair starts from the failed
-    program, not the parent, and its quick fix beats the tuned parent, which no knob step does."""
-    s = load_scenarios(names=["lo-sm-median-import"])[0]
+@pytest.mark.parametrize(
+    ("name", "fix"),
+    [("lo-sm-median-import", "from statistics import median"), ("lo-sm-trim-name", "len(kept)")],
+)
+def test_a_repair_edits_the_failed_program_and_recovers_past_the_parent(tmp_path, rules, name, fix):
+    """The crash (a median without its import, a misspelt name) routes to a repair; the repair starts from
+    the failed program, not the parent, and its quick fix beats the tuned parent, which no knob step does."""
+    s = load_scenarios(names=[name])[0]
     row = run_scenario(s, "arts", 0, 2, tmp_path)
     assert row["route"] == "repair" and row["recovered"] is True
     with Store.open_readonly(tmp_path / "runs" / f"{s.name}--arts--s0") as store:
@@ -127,7 +131,7 @@ def test_a_repair_edits_the_failed_program_and_recovers_past_the_parent(tmp_path
     failed = next(n for n in state.nodes.values() if n.round == 1)
     repair = next(n for n in state.nodes.values() if n.follows == failed.id)
     assert repair.parent == failed.parent and repair.status == "valid"
-    assert "from statistics import median" in repair.files["solution.py"]
+    assert fix in repair.files["solution.py"]
     assert repair.transcript[0]["op"] == "quick_fix"
 
 

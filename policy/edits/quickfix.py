@@ -3,7 +3,8 @@ repair before any model call.
 
 A repair starts from the failed program (`search.investigation.followups`). When that program crashed
 with `NameError: name 'X' is not defined`, two fixes are mechanical: the name Python itself suggests
-(`Did you mean: 'Y'?`, a misspelt constant), or an import of X from the standard library module that
+(`Did you mean: 'Y'?`, a misspelt constant; where the message came without it, the program's own
+closest name), or an import of X from the standard library module that
 defines it (`from statistics import median`). With the 135M default, a repair of a median filter written
 without its import, implemented again from the parent, came back as a knob step (rmse 0.1847 against the
 parent's 0.1843; `tasks/recovery/scenarios.toml`, lo-sm-median-import). Each fix is a whole program, parsed before it is offered; the executor evaluates it like an edit (it
@@ -13,8 +14,10 @@ costs an evaluation, and the model's actions follow if it fails).
 from __future__ import annotations
 
 import ast
+import difflib
 import importlib
 import io
+import keyword
 import re
 import tokenize
 
@@ -38,7 +41,19 @@ def name_fixes(text: str, reason: str) -> list[tuple[str, str]]:
         if hasattr(importlib.import_module(module), name):
             fixes.append((f"from {module} import {name}", _imported(text, f"from {module} import {name}")))
             break
+    if not suggested and (near := _nearest(text, name)):
+        fixes.append((f"rename {name} to {near}", _renamed(text, name, near)))
     return [(label, fixed) for label, fixed in fixes if fixed != text and _parses(fixed)]
+
+
+def _nearest(text: str, name: str) -> str | None:
+    """The program's own name closest to `name`, as Python's suggestion would pick it (`keep` for a list
+    named `kept`), for a crash whose message came without it: the one-line reason an evaluator keeps drops
+    the `Did you mean` that only a printed traceback carries."""
+    names = {t.string for t in _tokens(text) if t.type == tokenize.NAME and not keyword.iskeyword(t.string)}
+    names.discard(name)
+    near = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.7)
+    return near[0] if near else None
 
 
 def _uses(text: str, name: str) -> bool:
