@@ -7,7 +7,7 @@ Resumable: `OUT/rows.csv` keeps one row per finished run and a second call runs 
 rows (not `OUT/runs/`) so that finished runs are never run again.
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/recovery_bench.py --out bench/recovery [--seeds 5]
-       [--evals 6] [--methods arts,arts-no-critic,arts-k1,arts-reflection,arts-no-attribution]
+       [--evals 6] [--from-seed K] [--methods arts,arts-no-critic,arts-k1,arts-reflection,arts-no-attribution]
        [--scenarios lf-bug-name ...] [--model DIR] [--list] [--report]
 """
 
@@ -31,6 +31,9 @@ def main() -> int:
     )
     ap.add_argument("--seeds", type=int, default=5, help="seeds 0..N-1")
     ap.add_argument(
+        "--from-seed", type=int, default=0, help="start at this seed (a second process on the same --out)"
+    )
+    ap.add_argument(
         "--evals", type=int, default=6, help="evaluations after the failed one (0: the route only)"
     )
     ap.add_argument("--methods", default=",".join(METHODS))
@@ -53,7 +56,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     done = {(r["scenario"], r["method"], int(r["seed"])) for r in read_rows(rows_path)}
     jobs = [
-        (s, m, k) for k in range(args.seeds) for s in scenarios for m in methods if (s.name, m, k) not in done
+        (s, m, k)
+        for k in range(args.from_seed, args.seeds)
+        for s in scenarios
+        for m in methods
+        if (s.name, m, k) not in done
     ]
     print(f"recovery: {len(scenarios)} scenarios x {len(methods)} methods x {args.seeds} seeds, "
           f"{len(done)} runs already finished, {0 if args.report else len(jobs)} to run", flush=True)  # fmt: skip

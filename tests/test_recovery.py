@@ -170,6 +170,14 @@ def test_the_script_lists_the_scenarios():
     assert tuned.count("lo-sm-") == tuned.count("\n") >= 12  # a pattern: the scenarios from the local optimum
 
 
+def test_a_second_process_takes_the_later_seeds(tmp_path):
+    """Seeds from --from-seed on: with it at --seeds, nothing is left to run (without it, 24 runs would)."""
+    out = subprocess.run([sys.executable, "scripts/recovery_bench.py", "--out", str(tmp_path), "--seeds", "2",
+                          "--from-seed", "2", "--methods", "arts", "--scenarios", "lo-*"],
+                         cwd=ROOT, capture_output=True, text=True, check=True, timeout=120).stdout  # fmt: skip
+    assert "12 scenarios x 1 methods x 2 seeds, 0 runs already finished, 0 to run" in out
+
+
 def test_with_no_evaluations_a_run_measures_the_route_only(tmp_path, rules):
     row = run_scenario(load_scenarios(names=["sm-length"])[0], "arts", 0, 0, tmp_path)
     assert row["route"] != "none" and row["recovered"] == "" and row["evals"] == 0
