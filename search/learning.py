@@ -37,6 +37,7 @@ from arts.search.companions import companions as written_for
 from arts.search.ledger import EVENT_TEXT_CHARS, Ledger
 from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
+from arts.tasks.probe import in_class
 from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
@@ -233,7 +234,13 @@ class Learning:
         trainer, last = self.trainer, max(r.round for r in rollouts)
         newest = sorted((r for r in rollouts if r.round == last), key=lambda r: r.id)
         got = measure(
-            trainer.backend, newest, self.watch, ADAPTER, trainer.temperature, self.tilt, self.decoys
+            trainer.backend,
+            newest,
+            self.watch,
+            ADAPTER,
+            trainer.temperature,
+            self.tilt,
+            lambda h: in_class(h, self.watch or "", self.decoys),
         )
         self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, **(got or {"scored": False}))
         if got:

@@ -13,6 +13,7 @@ from arts.search.learning import Learning
 from arts.search.ledger import Ledger
 from arts.search.state import Node, Rollout
 from arts.search.store import Store
+from arts.tasks.probe import in_class
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ADAPTER, Trainer
 from arts.training.watch import class_logprobs, head, measure, stated_probabilities
@@ -92,7 +93,8 @@ def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, 
                 p.normal_(0, 0.5)
     assert measure(tiny_backend, [rollout], "increase X", ADAPTER)["ratio"] != 1.0
     assert measure(tiny_backend, [rollout], "decrease Y", ADAPTER) is None
-    assert measure(tiny_backend, [rollout], "increase", ADAPTER, decoys=("X",)) is None  # X is a decoy
+    decoy = lambda h: in_class(h, "increase", ("X",))  # noqa: E731
+    assert measure(tiny_backend, [rollout], "increase", ADAPTER, member=decoy) is None  # X is a decoy
     # the draw's tilt by the move's log-ratio (`training.tilt`): the adapter's weights tilted, shares still 1
     tilted = [measure(tiny_backend, [rollout], m.split(" by")[0], ADAPTER, tilt=(1.0, 3.0)) for m in MOVES]
     assert sum(s["weight"] for s in tilted) == pytest.approx(1.0)
@@ -156,10 +158,14 @@ def test_arts_search_watches_a_probes_class_without_its_decoys(monkeypatch, tmp_
     with (task / "task.toml").open("a") as f:
         f.write('\n[probe]\npaying = "increase"\ndecoys = ["X"]\n')
     seen: list[tuple] = []
-    monkeypatch.setattr(learning, "measure", lambda _b, _r, move, *rest: seen.append((move, rest[-1])))
+    monkeypatch.setattr(
+        learning,
+        "measure",
+        lambda _b, _r, move, *rest: seen.append((move, rest[-1]("increase X"), rest[-1]("increase Y"))),
+    )
     tiny_scientist(monkeypatch, tiny_model_dir)
     argv = ["search", str(task), "--run-dir", str(tmp_path / "run"), "--rounds", "2", "--evals", "400", "-q",
             "--ttt", "--set", "executor_model.backend=rules", "--set", "scientist.audits=0",
             "--set", "scientist.inspect=0", "--set", "scientist.candidates=2", "--set", "group=2"]  # fmt: skip
     assert main(argv) == 0
-    assert seen and all(s == ("increase", ("X",)) for s in seen)
+    assert seen and all(s == ("increase", False, True) for s in seen)  # X is the decoy

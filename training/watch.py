@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
-from arts.tasks.probe import in_class
 from arts.training.credit import base_model
 from arts.training.logprobs import ActionTarget, adapter_scope, score_targets
 from arts.training.stated import PROBABILITY
@@ -240,7 +240,7 @@ def measure(
     adapter: str,
     temperature: float = 1.0,
     tilt: tuple[float, float] = (0.0, 3.0),
-    decoys: tuple[str, ...] = (),
+    member: Callable[[str], bool] | None = None,
 ) -> dict | None:
     """How much more the adapter favours `move` than the base, on one round's rollouts (objects with
     `prompt`, `json_schema`, `action`, `candidates` and `tokens`, as `search.state.Rollout`), as the
@@ -250,12 +250,14 @@ def measure(
     writing it where the list wrote it (`offer_probability`) times its draw weight there (its expected
     stated probability over the sum of its list's, `stated_probabilities`); `ratio` is the adapter's over
     the base's. With `tilt` (the draw's exponent and cap, `ScientistConfig.tilt`), the adapter's draw weights
-    are tilted as the draw tilts them (`training.tilt`); the base's are not. A verb alone on one of
-    `decoys` is not of the class (`tasks.probe.in_class`). Without tokens: the log-prob
+    are tilted as the draw tilts them (`training.tilt`); the base's are not. `member(hypothesis)`
+    says what is of the class (a probe's: `tasks.probe.in_class`, without its decoys); by default a
+    hypothesis that starts with `move`. Without tokens: the log-prob
     of writing it first (`class_logprobs`)."""
+    member = member or (lambda h: h.startswith(move))
     offered = [
         (r, i) for r in rollouts if r.tokens
-        for i, c in enumerate(r.candidates) if in_class(str(c.get("hypothesis", "")), move, decoys)
+        for i, c in enumerate(r.candidates) if member(str(c.get("hypothesis", "")))
     ]  # fmt: skip
     if offered:
         r, i = offered[0]
