@@ -48,8 +48,9 @@ def name_fixes(text: str, reason: str) -> list[tuple[str, str]]:
 
 def _nearest(text: str, name: str) -> str | None:
     """The program's own name closest to `name`, as Python's suggestion would pick it (`keep` for a list
-    named `kept`), for a crash whose message came without it: the one-line reason an evaluator keeps drops
-    the `Did you mean` that only a printed traceback carries."""
+    named `kept`), for a crash whose message came without one: Python 3.11 suggests no name for a
+    function's misspelt local (`len(keep)` beside `kept`), and a task's evaluator may word crashes its own
+    way."""
     names = {t.string for t in _tokens(text) if t.type == tokenize.NAME and not keyword.iskeyword(t.string)}
     names.discard(name)
     near = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.7)
