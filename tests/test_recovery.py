@@ -192,3 +192,21 @@ def test_the_summary_splits_the_held_out_scenarios_from_the_rest():
     text = "\n".join(summary(rows))
     assert "on the held-out scenarios: arts 0.000 [0.000, 0.000]" in text
     assert "on the other scenarios: arts 1.000 [1.000, 1.000]" in text
+
+
+def test_a_local_refinement_steps_back_along_the_constant_the_failed_edit_moved(tmp_path, rules):
+    """lf-overshoot (LR 0.05 -> 0.5 diverges): the refinement is a line search, not a model's edit, and
+    halfway back on a log scale (0.16), else a quarter of the way (0.089), beats the parent."""
+    s = load_scenarios(names=["lf-overshoot"])[0]
+    row = run_scenario(s, "arts", 0, 2, tmp_path)
+    with Store.open_readonly(tmp_path / "runs" / "lf-overshoot--arts--s0") as store:
+        state = store.load_state()
+    failed = next(n for n in state.nodes.values() if n.round == 1)
+    stepped = [n for n in state.nodes.values() if n.follows == failed.id]
+    assert stepped and all(n.parent == failed.parent for n in stepped)
+    values = [n.transcript[0]["action"]["value"] for n in stepped]
+    assert values == [0.16, 0.089][: len(values)]
+    assert all(n.transcript[0]["op"] == "smaller_step" for n in stepped)
+    assert row["recovered"] and stepped[-1].score > state.nodes[failed.parent].score
+    (done,) = [e.payload for e in state.events.values() if e.kind == "follow_up"]
+    assert done["nodes"] == [n.id for n in stepped] and done["result"] == stepped[-1].id

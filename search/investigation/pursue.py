@@ -2,7 +2,9 @@
 
 - `follow_ups`: the repairs, refinements and remeasurements earlier decisions scheduled
   (`followups`), and the probes a comparison's predictions named (`schedule_probes`);
-- `follow`: a repair or refinement, the hypothesis again from a parent with the fix as instructions;
+- `follow`: a repair or refinement, the hypothesis again from a parent with the fix as instructions; a
+  local refinement of an edit that moved a numeric constant is first a line search back along it
+  (`smaller_steps`, `investigation.steps`), which needs no model;
 - `remeasure`: a doubted measurement repeated (disagreeing, the worse score is kept);
 - `run_probe`: the score's response to one constant of the best program (`probes`), the harness's own
   observation, within `space.probe_share` of the budget (`probe_budget`).
@@ -12,7 +14,7 @@ Each experiment goes through the lab; what it showed is written through the ledg
 from __future__ import annotations
 
 from arts.search.context import Run
-from arts.search.investigation import followups, observations, probes, space
+from arts.search.investigation import followups, observations, probes, space, steps
 from arts.search.state import Node
 
 PROBE_EVALS = 2
@@ -35,11 +37,17 @@ def follow_ups(run: Run) -> list[Node]:
             )
             nodes += probed
             continue
-        node = remeasure(run, item) if item.step == "remeasure" else follow(run, item)
-        run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=node.id if node else None)
-        if node is not None:
-            run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {node.id}")
-            nodes.append(node)
+        if item.step == "remeasure":
+            done = [n] if (n := remeasure(run, item)) is not None else []
+        else:
+            done = follow(run, item)
+        result = done[-1].id if done else None  # the last tried: a line search stops at one that pays
+        run.ledger.event(
+            "follow_up", **item.model_dump(), ran=run.round, result=result, nodes=[n.id for n in done]
+        )
+        if done:
+            run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {result}")
+            nodes += done
     return [n for n in nodes if n.follows is not None or n.axis == "probe"]  # a remeasurement is none
 
 
@@ -65,23 +73,60 @@ def schedule_probes(run: Run) -> None:
         followups.schedule(run.ledger, item)
 
 
-def follow(run: Run, item: followups.FollowUp) -> Node | None:
-    """A repair or a refinement: the hypothesis again from `item.parent`, with the fix as instructions."""
+def follow(run: Run, item: followups.FollowUp) -> list[Node]:
+    """A repair or a refinement: the hypothesis again from `item.parent`, with the fix as instructions (a
+    local refinement: its smaller steps first, `smaller_steps`; the executor when there are none)."""
     state = run.state
     parent, h = state.nodes.get(item.parent), state.hypotheses.get(item.hypothesis)
     if parent is None or h is None or h.archived:
-        return None
+        return []
     if (moved := space.work(h, run.round)) is not None:  # a refinement's child enters the working set
         h = run.ledger.update(moved)
-    start = state.nodes.get(item.start) if item.start is not None else None
-    node = run.lab.expand(
-        parent, item.text, item.axis, instructions=item.instructions, follows=item.node, start=start
-    )
-    found = run.lab.findings.pop(node.id, None)
-    observations.after_node(
-        run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
-    )
-    return node
+    done = smaller_steps(run, item) if item.decision == "refine_local" else []
+    if not done:
+        start = state.nodes.get(item.start) if item.start is not None else None
+        done = [
+            run.lab.expand(
+                parent, item.text, item.axis, instructions=item.instructions, follows=item.node, start=start
+            )
+        ]
+    for node in done:
+        found = run.lab.findings.pop(node.id, None)
+        observations.after_node(
+            run.ledger, node, h, run.metric, run.round, run.cfg.components.observations, found
+        )
+    return done
+
+
+def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
+    """A local refinement's line search back along the constant the failed edit moved (`steps`): each
+    value a node that follows the failed one, from its parent, until one beats that parent. None when the
+    failed node was no worse than its parent (the refinement starts from it) or moved no number."""
+    state = run.state
+    failed, parent = state.nodes.get(item.node), state.nodes.get(item.parent)
+    if failed is None or parent is None or failed.parent != parent.id:
+        return []
+    nodes = []
+    for name, value in steps.smaller_steps(failed, parent):
+        files = probes.program(failed, name, value)
+        if files is None or run.lab.known_node(files) is not None:
+            continue
+        if run.stop_reason(within_round=True):
+            break
+        action = {"name": name, "op": "set_constant", "value": value}
+
+        def edit(node: Node, workdir, files=files, action=action) -> Node:
+            node.files = files
+            node.transcript = [{"action": action, "op": "smaller_step", "applied": True}]
+            return run.lab.score(node, run.lab.evaluate(files, workdir))
+
+        node = run.lab.expand(
+            parent, item.text, item.axis, edit=edit, instructions=item.instructions, follows=item.node
+        )
+        nodes.append(node)
+        if node.status == "valid" and None not in (node.score, parent.score) and node.score > parent.score:
+            break
+    return nodes
 
 
 def remeasure(run: Run, item: followups.FollowUp) -> Node | None:
