@@ -323,6 +323,20 @@ def run_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
         return run_search(*build_run(cfg, store, log=lambda line: None))
 
 
+def search_with_rules(cfg: SearchConfig, run_dir: Path) -> dict:
+    """`run_with_rules` the way a user starts it: `arts search --config FILE --run-dir DIR --quiet`, the
+    config written as `arts config show` writes one; the run's stored summary."""
+    from arts.search.cli.main import main
+    from arts.search.config import to_toml
+
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
+    config = run_dir.parent / f"{run_dir.name}.toml"
+    config.write_text(to_toml(cfg))
+    code = main(["search", "--config", str(config), "--run-dir", str(run_dir), "--quiet"])
+    assert code == 0, f"arts search exited {code}"
+    return json.loads((run_dir / "summary.json").read_text())
+
+
 class BatchingRules(RuleBackend):
     """The harness tests' rules, decoded in batches (as the transformers backend does)."""
 

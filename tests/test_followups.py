@@ -12,10 +12,12 @@ import pytest
 
 from arts.policy.candidates import Candidate
 from arts.search.investigation import hypotheses
+from arts.search.investigation.probes import constants
 from arts.search.state import Hypothesis, SearchState
 from arts.search.store import Store
 from tests import doubles
-from tests.doubles import RuleBackend, dual_cfg, make_task, run_with_rules
+from tests.doubles import RuleBackend, dual_cfg, make_task
+from tests.doubles import search_with_rules as run_with_rules  # each route through `arts search`
 
 
 def _cfg(tmp_path, **kw):
@@ -427,10 +429,16 @@ def test_a_local_and_a_structural_refinement_run_different_experiments(tmp_path,
     child = state.hypotheses[scheduled["hypothesis"]]
     parent = state.hypotheses[child.parent]
     (done,) = [e for e in _events(state, "follow_up") if e["hypothesis"] == child.id]
-    node = state.nodes[done["result"]]
-    if route == "refine_local":
+    nodes = state.nodes
+    node = nodes[done["result"]]
+    if route == "refine_local":  # X moved off every menu (free values): steps back along it, no model call
         assert child.text.startswith(parent.text[:40]) and child.text.endswith("a smaller step")
         assert node.instructions.startswith("Refined locally: the same change with a smaller step")
+        failed = nodes[scheduled["node"]]
+        x0, x1 = constants(nodes[failed.parent])["X"], constants(failed)["X"]
+        stepped = [nodes[i] for i in done["nodes"]]
+        assert stepped and all(n.transcript[0]["op"] == "smaller_step" for n in stepped)
+        assert all(min(x0, x1) < constants(n)["X"] < max(x0, x1) for n in stepped)
     else:
         assert "; " in child.text and node.instructions.startswith("Refined structurally")
 

@@ -1,14 +1,16 @@
 """Smaller steps: the mechanical part of a local refinement, tried before the executor's model.
 
 A local refinement says the failed experiment went the right way too far (`attribution`: refine_local).
-When its edit moved a numeric constant, "the same change with a smaller step" is a line search back
-along that constant, which needs no model: the constant the edit moved furthest (largest ratio) is set
-between its parent's value and the failed one, halfway then a quarter of the way (on a log scale when
-both have one sign, else linearly: LR 0.05 -> 0.5 gives 0.16 then 0.089). A constant the edit introduced
-has no parent value and no known scale, so it is tried an order of magnitude each way (MEDIAN 101 gives
-10 then 1010; CEILING 0.2 gives 0.02 then 2). Measured with the 135M default on the recovery scenarios
-(`tasks/recovery/scenarios.toml`), a refinement left to the model moved the new constant one menu step
-(MEDIAN 101 -> 102, CEILING 0.2 -> 0.22), and no local refinement recovered.
+When its edit moved a numeric constant further than any value menu reaches (`policy.edits.menus`: a jump
+written outside the menus, or a constant the edit introduced), "the same change with a smaller step" is
+a line search back along that constant, which needs no model: the constant moved furthest (largest
+ratio) is set between its parent's value and the failed one, halfway then a quarter of the way (on a log
+scale when both have one sign, else linearly: LR 0.05 -> 0.5 gives 0.16 then 0.089). A constant the edit
+introduced has no parent value and no known scale, so it is tried an order of magnitude each way (MEDIAN
+101 gives 10 then 1010; CEILING 0.2 gives 0.02 then 2). Measured with the 135M default on the recovery
+scenarios (`tasks/recovery/scenarios.toml`), a refinement left to the model moved the new constant one
+menu step (MEDIAN 101 -> 102, CEILING 0.2 -> 0.22), and no local refinement recovered. A move a menu
+could have made (LR x2) is left to the executor, whose next menu step is the smaller step.
 
 Each value is a whole program (the failed program with that constant set), run as a node that follows the
 failed one; the search stops at the first that beats the parent (`search.investigation.pursue`).
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import math
 
+from arts.policy.edits.menus import value_menu
 from arts.search.investigation import probes
 from arts.search.state import Node
 
@@ -31,9 +34,12 @@ SCALES = (0.1, 10.0)
 
 def smaller_steps(failed: Node, parent: Node) -> list[tuple[str, int | float]]:
     """(constant, value) to try, best first: a line search back along the constant the failed edit moved
-    furthest (or, when it moved none, the first it introduced); empty when it moved no numeric constant."""
+    furthest beyond its menu (or, when it moved none so, the first it introduced); empty when every number
+    it moved stayed within its value menu."""
     before, after = probes.constants(parent), probes.constants(failed)
-    moved = [(name, before[name], v) for name, v in after.items() if name in before and before[name] != v]
+    moved = [
+        (name, before[name], v) for name, v in after.items() if name in before and _jump(before[name], v)
+    ]
     moved.sort(key=lambda m: -_distance(m[1], m[2]))
     new = [(name, None, v) for name, v in after.items() if name not in before]
     for name, v0, v1 in moved + new:
@@ -42,6 +48,11 @@ def smaller_steps(failed: Node, parent: Node) -> list[tuple[str, int | float]]:
         if kept:
             return [(name, v) for v in kept[:STEPS]]
     return []
+
+
+def _jump(v0: int | float, v1: int | float) -> bool:
+    """Whether `v0` -> `v1` is a move no value menu of `v0` offers."""
+    return v0 != v1 and not any(math.isclose(v, v1, rel_tol=1e-9) for v in value_menu(v0))
 
 
 def _distance(v0: float, v1: float) -> float:
