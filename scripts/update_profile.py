@@ -24,12 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
+import ttt_replay  # noqa: E402
 
 import arts.policy.backends.decoding as decoding  # noqa: E402
 import arts.training.grpo as grpo  # noqa: E402
 import arts.training.ttt as ttt  # noqa: E402
 from arts.search.config import read_stored_config  # noqa: E402
-import ttt_replay  # noqa: E402
 
 SECONDS: Counter = Counter()
 TOKENS: Counter = Counter()
