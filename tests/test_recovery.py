@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from arts.search.bench.recovery import append_row, load_scenarios, make_task, read_rows, run_scenario, summary
+from arts.search.render import tried_edits
 from arts.search.store import Store
 from arts.tasks.base import load_task
 from arts.tasks.evaluate import run_evaluation
@@ -207,6 +208,7 @@ def test_a_local_refinement_steps_back_along_the_constant_the_failed_edit_moved(
     values = [n.transcript[0]["action"]["value"] for n in stepped]
     assert values == [0.16, 0.089][: len(values)]
     assert all(n.transcript[0]["op"] == "smaller_step" for n in stepped)
+    assert "- LR = 0.089 on node" in tried_edits(state, {"LR"}, lambda s: None if s is None else -s)
     assert row["recovered"] and stepped[-1].score > state.nodes[failed.parent].score
     (done,) = [e.payload for e in state.events.values() if e.kind == "follow_up"]
     assert done["nodes"] == [n.id for n in stepped] and done["result"] == stepped[-1].id

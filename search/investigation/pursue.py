@@ -3,8 +3,8 @@
 - `follow_ups`: the repairs, refinements and remeasurements earlier decisions scheduled
   (`followups`), and the probes a comparison's predictions named (`schedule_probes`);
 - `follow`: a repair or refinement, the hypothesis again from a parent with the fix as instructions; a
-  local refinement of an edit that moved a numeric constant is first a line search back along it
-  (`smaller_steps`, `investigation.steps`), which needs no model;
+  local refinement of an edit that moved a numeric constant beyond its value menu (or introduced one) is
+  first a line search back along it (`smaller_steps`, `investigation.steps`), which needs no model;
 - `remeasure`: a doubted measurement repeated (disagreeing, the worse score is kept);
 - `run_probe`: the score's response to one constant of the best program (`probes`), the harness's own
   observation, within `space.probe_share` of the budget (`probe_budget`).
@@ -100,8 +100,9 @@ def follow(run: Run, item: followups.FollowUp) -> list[Node]:
 
 def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
     """A local refinement's line search back along the constant the failed edit moved (`steps`): each
-    value a node that follows the failed one, from its parent, until one beats that parent. None when the
-    failed node was no worse than its parent (the refinement starts from it) or moved no number."""
+    value a node that follows the failed one, from its parent, until one beats that parent (each edit shown
+    to later executors among the tried edits). None when the failed node was no worse than its parent (the
+    refinement starts from it) or moved no number beyond its value menu."""
     state = run.state
     failed, parent = state.nodes.get(item.node), state.nodes.get(item.parent)
     if failed is None or parent is None or failed.parent != parent.id:
@@ -116,9 +117,13 @@ def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
         action = {"name": name, "op": "set_constant", "value": value}
 
         def edit(node: Node, workdir, files=files, action=action) -> Node:
+            res = run.lab.evaluate(files, workdir)
             node.files = files
-            node.transcript = [{"action": action, "op": "smaller_step", "applied": True}]
-            return run.lab.score(node, run.lab.evaluate(files, workdir))
+            node.transcript = [
+                {"action": action, "op": "smaller_step", "applied": True, "valid": res.valid,
+                 "score": res.score if res.valid else None}
+            ]  # fmt: skip
+            return run.lab.score(node, res)
 
         node = run.lab.expand(
             parent, item.text, item.axis, edit=edit, instructions=item.instructions, follows=item.node
