@@ -20,6 +20,7 @@ def _node(src: str) -> Node:
         ("K = 1.0\n", "K = 0.0\n", [("K", 0.5), ("K", 0.75)]),  # through zero: linear
         ("W = 9\n", "W = 9\nMEDIAN = 101\n", [("MEDIAN", 10), ("MEDIAN", 1010)]),  # new: its scale unknown
         ("X = 1\n", "X = 1\nCEILING = 0.2\n", [("CEILING", 0.02), ("CEILING", 2.0)]),
+        ("X = 1\n", "X = 1\nMEDIAN = 5\n", [("MEDIAN", 50)]),  # a tenth rounds to 0: the term off
         ("A = 2.0\nB = 1.0\n", "A = 2.2\nB = 100.0\n", [("B", 10.0), ("B", 3.2)]),  # the furthest move
         ("LR = 0.05\n", "LR = 0.1\n", []),  # a menu step: the executor's next menu step is smaller
         ("K = 1\n", "K = 7\n", [("K", 3), ("K", 2)]),

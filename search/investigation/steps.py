@@ -71,9 +71,9 @@ def _step(v0: int | float, v1: int | float, t: float) -> int | float | None:
 
 
 def _scaled(v1: int | float, factor: float) -> int | float | None:
-    if v1 == 0:
-        return None
-    return _round(v1 * factor, isinstance(v1, int))
+    """`v1` times `factor`; None where that rounds to 0 (the term switched off, not a smaller step)."""
+    value = _round(v1 * factor, isinstance(v1, int)) if v1 != 0 else None
+    return value if value else None
 
 
 def _round(value: float, integer: bool) -> int | float | None:
