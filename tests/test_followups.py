@@ -436,7 +436,7 @@ def test_a_local_and_a_structural_refinement_run_different_experiments(tmp_path,
         assert node.instructions.startswith("Refined locally: the same change with a smaller step")
         failed = nodes[scheduled["node"]]
         x0, x1 = constants(nodes[failed.parent])["X"], constants(failed)["X"]
-        stepped = [nodes[i] for i in done["nodes"]]
+        stepped = [n for n in nodes.values() if n.follows == failed.id and n.round == done["ran"]]
         assert stepped and all(n.transcript[0]["op"] == "smaller_step" for n in stepped)
         assert all(min(x0, x1) < constants(n)["X"] < max(x0, x1) for n in stepped)
     else:

@@ -42,9 +42,7 @@ def follow_ups(run: Run) -> list[Node]:
         else:
             done = follow(run, item)
         result = done[-1].id if done else None  # the last tried: a line search stops at one that pays
-        run.ledger.event(
-            "follow_up", **item.model_dump(), ran=run.round, result=result, nodes=[n.id for n in done]
-        )
+        run.ledger.event("follow_up", **item.model_dump(), ran=run.round, result=result)
         if done:
             run.log(f"round {run.round}: {item.step} of node {item.node} ({item.decision}) -> node {result}")
             nodes += done
