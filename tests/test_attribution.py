@@ -432,6 +432,13 @@ def test_the_diff_tells_a_step_along_knobs_from_a_change_of_code(tmp_path):
     code, step = (measure(state, valid[i], tmp_path / str(i)) for i in (4, 5))
     assert code.curve == "climbed" and "rose above where it started" in " ".join(code.lines())
     assert code.evidence() == ("implementation", "") and step.evidence() == ("method", "local")
+    knob = "MOMENTUM = 0.9\n" + seed.replace("b -= LR * g", "b -= LR * g * MOMENTUM")  # code and a new knob
+    new = {i: Node(id=i, parent=1, files={"solution.py": knob}, **fields) for i, fields in (
+        (8, {"status": "valid", "score": -0.5, "raw_score": 0.5}),
+        (9, {"status": "invalid", "reason": "the result is not finite (nan)"}))}  # fmt: skip
+    hurt, blew = (measure(SearchState(nodes={**nodes, **new}), new[i], tmp_path / str(i)) for i in new)
+    assert hurt.edit == "code" and hurt.introduced == (("MOMENTUM", 0.9),)
+    assert hurt.evidence() == blew.evidence() == ("method", "local")  # its line search decides
 
 
 def test_a_decisive_signal_routes_when_no_usable_cause_came_back():

@@ -212,3 +212,49 @@ def test_a_local_refinement_steps_back_along_the_constant_the_failed_edit_moved(
     assert row["recovered"] and stepped[-1].score > state.nodes[failed.parent].score
     (done,) = [e.payload for e in state.events.values() if e.kind == "follow_up"]
     assert done["result"] == stepped[-1].id and all(n.round == done["ran"] for n in stepped)
+
+
+def test_a_line_search_that_finds_nothing_turns_the_local_route_into_a_pivot(tmp_path, rules):
+    """lo-sm-ema adds ALPHA = 0.2 and scores worse: a new knob set once, so the route is local and its line
+    search (ALPHA 0.02, then 2) is the evidence; neither beats the tuned parent, so the route becomes a
+    pivot (a second routing event says why), and the refined hypothesis and its origin are archived."""
+    s = load_scenarios(names=["lo-sm-ema"])[0]
+    row = run_scenario(s, "arts", 0, 3, tmp_path)
+    assert (row["first"], row["route"], row["right"]) == ("refine_local", "pivot", True)
+    with Store.open_readonly(tmp_path / "runs" / "lo-sm-ema--arts--s0") as store:
+        state = store.load_state()
+    failed = next(n for n in state.nodes.values() if n.round == 1)
+    stepped = [n for n in state.nodes.values() if n.follows == failed.id]
+    assert [n.transcript[0]["action"]["value"] for n in stepped] == [0.02, 2.0]
+    first, last = [
+        e.payload for e in state.events.values() if e.kind == "routing" and e.payload["node"] == failed.id
+    ]
+    assert first["decision"]["action"] == "refine_local" and "verified" not in first
+    assert last["verified"]["constant"] == "ALPHA" and last["verified"]["paid"] is False
+    assert [v for v, _ in last["verified"]["tried"]] == [0.02, 2.0]
+    tested = [
+        h for h in state.hypotheses.values() if failed.id in h.nodes or set(h.nodes) & {n.id for n in stepped}
+    ]
+    assert tested and all(h.archived for h in tested)
+    later = [
+        n for n in state.nodes.values() if n.id > stepped[-1].id
+    ]  # the next experiment is another idea's
+    assert all(n.hypothesis not in {h.text for h in tested} for n in later)
+
+
+def test_a_line_search_that_pays_keeps_the_local_route(tmp_path, rules):
+    """lo-sm-clip-tight adds CEILING = 0.2, below the curve's peaks: the line search tries 0.02 (worse),
+    then 2 (rmse 0.1352), which beats the tuned parent (0.1843): the route stays local and recovered."""
+    s = load_scenarios(names=["lo-sm-clip-tight"])[0]
+    row = run_scenario(s, "arts", 0, 2, tmp_path)
+    assert (row["first"], row["route"], row["recovered"]) == ("refine_local", "refine_local", True)
+    assert abs(-row["best"] - 0.1352) < 1e-3
+
+
+def test_a_table_written_before_a_field_was_added_is_rewritten_with_it(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_text("scenario,level,method\nlo-sm-ema,pivot,arts\n")
+    append_row(path, {"scenario": "lo-sm-midrange", "level": "pivot", "method": "arts", "first": "pivot"})
+    rows = read_rows(path)
+    assert [r["scenario"] for r in rows] == ["lo-sm-ema", "lo-sm-midrange"]
+    assert rows[0]["first"] == "" and rows[1]["first"] == "pivot"

@@ -11,8 +11,10 @@ as the scenario says happened), registered as the round's hypothesis and settled
 its nodes (`methods.arts.settle`: attribution, comparison, the follow-ups it schedules). Then the method
 searches on for the budget. Two figures per run:
 
-- the route: the action the attribution took for the failed node ("none" when the method routes nothing:
-  no attribution, or reflection), right when it is the scenario's level;
+- the route: the action the attribution settled on for the failed node ("none" when the method routes
+  nothing: no attribution, or reflection), right when it is the scenario's level; a local route whose line
+  search found no value beating the parent became a pivot (`pursue.refuted`), and the row has the pivot
+  (`first`: the route before any such verdict);
 - recovery: whether a later experiment beat the failed node's parent within the budget (metrics-bearing
   recovery: a score, not a verdict).
 
@@ -48,7 +50,7 @@ SCENARIOS = ROOT / "scenarios.toml"
 METHODS = ("arts", "arts-no-critic", "arts-k1", "arts-reflection", "arts-no-attribution")
 """MHFA (arts) and its ablations, as `arts bench` names them."""
 ROW_FIELDS = ["scenario", "level", "method", "seed", "failed", "route", "right", "recovered", "best",
-              "parent", "evals", "seconds"]  # fmt: skip
+              "parent", "evals", "seconds", "first"]  # fmt: skip
 INJECT_TRIES = 20
 """Evaluations of a jittered scenario's failed program until one measures below its parent."""
 
@@ -209,8 +211,8 @@ def run_scenario(
     routes = [
         e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("node") == failed.id
     ]
-    decision = routes[0].get("decision") if routes else None
-    route = decision["action"] if decision else "none"
+    decisions = [r["decision"]["action"] if r.get("decision") else "none" for r in routes]
+    route = decisions[-1] if decisions else "none"  # after a line search that verified or refuted it
     later = [n.score for n in state.nodes.values() if n.id > failed.id and n.score is not None]
     regressed = failed_or_regressed(state, failed)
     return {
@@ -219,6 +221,7 @@ def run_scenario(
         "recovered": (bool(later) and root.score is not None and max(later) > root.score) if evals else "",
         "best": max(later) if later else None, "parent": root.score,
         "evals": sum(1 for n in state.nodes.values() if n.id > failed.id), "seconds": round(time.time() - t0, 1),
+        "first": decisions[0] if decisions else "none",
     }  # fmt: skip
 
 
@@ -231,11 +234,14 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
 
 
 def append_row(path: Path, row: dict[str, Any]) -> None:
-    new = not path.is_file()
-    with path.open("a", newline="") as f:
+    """One finished run's row; a table written before a field was added is rewritten with it (empty)."""
+    old = read_rows(path)
+    new = not old or list(old[0]) != ROW_FIELDS
+    with path.open("w" if new else "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=ROW_FIELDS)
         if new:
             writer.writeheader()
+            writer.writerows({k: r.get(k, "") for k in ROW_FIELDS} for r in old)
         writer.writerow(row)
 
 
@@ -279,6 +285,11 @@ def summary(rows: list[dict[str, Any]], methods: list[str] | None = None) -> lis
             figures = ", ".join(f"{m} {mean_ci(_runs(some, m, 'right')).fmt()}" for m in methods
                                 if any(r["method"] == m for r in some))  # fmt: skip
             lines += ["", f"Routing accuracy on {part} scenarios: {figures}."]
+    firsts = [r for r in rows if r["method"] == "arts" and r.get("first")]
+    if any(r["first"] != r["route"] for r in firsts):
+        first = mean_ci([[float(r["first"] == r["level"]) for r in firsts if str(r["failed"]) == "True"]])
+        lines += ["", f"arts's routing accuracy before its line searches' verdicts: {first.fmt()} "
+                  f"({sum(r['first'] != r['route'] for r in firsts)} routes changed by one)."]  # fmt: skip
     levels = {}
     for r in rows:
         if r["method"] == "arts":

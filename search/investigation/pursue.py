@@ -4,7 +4,10 @@
   (`followups`), and the probes a comparison's predictions named (`schedule_probes`);
 - `follow`: a repair or refinement, the hypothesis again from a parent with the fix as instructions; a
   local refinement of an edit that moved a numeric constant beyond its value menu (or introduced one) is
-  first a line search back along it (`smaller_steps`, `investigation.steps`), which needs no model;
+  first a line search back along it (`smaller_steps`, `investigation.steps`), which needs no model. The
+  line search is the local route's evidence: a value that beats the parent confirms it (and is the
+  recovery); every value tried and none paying refutes "a step too far", and the route becomes a pivot
+  (`refuted`: the hypothesis archived, its direction given up, a routing event that says why);
 - `remeasure`: a doubted measurement repeated (disagreeing, the worse score is kept);
 - `run_probe`: the score's response to one constant of the best program (`probes`), the harness's own
   observation, within `space.probe_share` of the budget (`probe_budget`).
@@ -13,8 +16,10 @@ Each experiment goes through the lab; what it showed is written through the ledg
 
 from __future__ import annotations
 
+from arts.policy.analysis_answers import Cause
 from arts.search.context import Run
-from arts.search.investigation import followups, observations, probes, space, steps
+from arts.search.investigation import followups, hypotheses, observations, probes, space, steps
+from arts.search.investigation.attribution import Decision
 from arts.search.state import Node
 
 PROBE_EVALS = 2
@@ -105,13 +110,13 @@ def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
     failed, parent = state.nodes.get(item.node), state.nodes.get(item.parent)
     if failed is None or parent is None or failed.parent != parent.id:
         return []
-    nodes = []
-    for name, value in steps.smaller_steps(failed, parent):
+    nodes, planned = [], steps.smaller_steps(failed, parent)
+    for name, value in planned:
         files = probes.program(failed, name, value)
         if files is None or run.lab.known_node(files) is not None:
             continue
         if run.stop_reason(within_round=True):
-            break
+            return nodes  # cut short: no verdict on the step
         action = {"name": name, "op": "set_constant", "value": value}
 
         def edit(node: Node, workdir, files=files, action=action) -> Node:
@@ -128,8 +133,41 @@ def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
         )
         nodes.append(node)
         if node.status == "valid" and None not in (node.score, parent.score) and node.score > parent.score:
-            break
+            return nodes
+    if nodes:
+        refuted(run, item, planned[0][0], nodes)
     return nodes
+
+
+def refuted(run: Run, item: followups.FollowUp, name: str, tried: list[Node]) -> None:
+    """The line search along `name` ran every value and none beat the parent: the failed step was not too
+    far, the idea does not pay along its own knob, so the attribution's local route becomes a pivot. A
+    second routing event for the failed node records it (with the values and their scores), and the
+    refined hypothesis is archived as a pivot archives (`hypotheses.Exploit.route`), with the one it
+    refined: its direction is given up, so the next proposals leave the axis."""
+    state, cfg = run.state, run.cfg
+    h = state.hypotheses.get(item.hypothesis) if item.hypothesis is not None else None
+    if h is None:
+        return
+    seen = [[probes.constants(n).get(name), n.score if n.status == "valid" else None] for n in tried]
+    shown = ", ".join(f"{v:g}" for v, _ in seen if v is not None)
+    cause = Cause(
+        cause=f"the idea does not pay along {name}: no value of a line search beat the parent"[:120],
+        evidence=f"{name} at {shown}: none beat node {item.parent}"[:120],
+        category="method", severity="fatal", fix="leave this axis for another"
+    )  # fmt: skip
+    decision = Decision(action="pivot", routed="pivot", clamped=False, cause=cause, index=0, score=1.0)
+    run.ledger.event(
+        "routing", round=run.round, node=item.node, ahead=False, ok=True, decision=decision.model_dump(),
+        verified={"by": "line search", "constant": name, "tried": seen, "paid": False, "was": item.decision},
+    )  # fmt: skip
+    exploit = hypotheses.Exploit(
+        run.ledger, run.round, cfg.space.cooldown, cfg.components.observations, cfg.components.memory
+    )
+    exploit.route(h, decision, item.node)
+    if h.parent is not None and (origin := state.hypotheses.get(h.parent)) is not None:
+        exploit.commit(space.archive(origin, run.round), "archived", origin)
+    run.log(f"round {run.round}: no value of {name} beat node {item.parent}: node {item.node} → pivot")
 
 
 def remeasure(run: Run, item: followups.FollowUp) -> Node | None:

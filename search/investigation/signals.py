@@ -17,8 +17,12 @@ often: docs/benchmark.md).
 The diff says which of two kinds an edit was: one that changed only
 numbers (a step along knobs: when a large one, x4 or more, made things worse, or any blew up, the step
 is refined on the same knobs, SAGE's local refinement) or one that changed the code (when that blew up
-while changing no step, the code is suspected first). A number switched on from zero is a new term, the
-idea itself, and a small step that hurt asks about its direction, not its size: neither is decided here.
+while setting no knob, the code is suspected first). A code edit that introduced a constant and hurt
+set a new knob once, at a value nothing measured: it is refined locally too, and the refinement's line
+search along that knob (`investigation.steps`) is the evidence that settles the route: a value that pays
+confirms it, none paying makes it a pivot (`pursue.refuted`). A number switched on from zero is a new
+term, the idea itself, and a small step that hurt asks about its direction, not its size: neither is
+decided here.
 These `Signals` are shown to the causes and the critic as lines of the report, and where one is
 decisive it weighs in the ranking and the depth (`attribution.attribute`). Everything else (a sound
 program that is simply worse, a missing component) is left to the critic.
@@ -33,6 +37,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from arts.policy.analysis_answers import Category
+from arts.search.investigation import probes
 from arts.search.investigation.reports import report, tail
 from arts.search.state import Node, SearchState
 from arts.tasks.workcopy import read_text
@@ -72,6 +77,9 @@ class Signals(NamedTuple):
     """For a numbers-only edit: each changed constant as (the name it is assigned to, or "", old, new)."""
     unchanged: bool = False
     """It ran valid and scored exactly what its parent did."""
+    introduced: tuple[tuple[str, float], ...] = ()
+    """For a code edit: each numeric module-level constant it added (name, value), a knob the idea brought
+    and set once, at a value nothing measured."""
 
     def lines(self) -> list[str]:
         out = [f"the program failed: {self.exception}"] if self.exception else []
@@ -114,12 +122,13 @@ class Signals(NamedTuple):
             return "implementation", ""
         newly_falling = self.curve == "still falling" and self.parent_curve != "still falling"
         blew_up = self.nonfinite or self.curve in ("blew up", "climbed")
-        if blew_up and self.edit == "code" and not self.steps_taken:
-            return "implementation", ""  # no step it took explains a divergence: the code first
+        if blew_up and self.edit == "code" and not self.introduced:
+            return "implementation", ""  # no knob it set explains a divergence: the code first
         if blew_up or self.limit or newly_falling:
             return "method", "local"
-        if self.drop is not None and self.steps_taken:
-            return "method", "local"  # a step along knobs that hurt: a smaller one, or a companion change
+        if self.drop is not None and (self.steps_taken or self.introduced):
+            return "method", "local"  # a step along knobs that hurt, or a new knob's one setting: a line
+            # search along it (`investigation.steps`) tells which; none paying, the route becomes a pivot
         if self.exact and self.edit == "numbers":  # valid: the code ran as its parent's, measured exactly
             if self.unchanged:
                 return "method", "pivot"  # an inert knob: nothing to repair, remeasure or refine; leave it
@@ -166,9 +175,12 @@ def measure(state: SearchState, node: Node, node_dir: Path, deterministic: bool 
     same = edit == "same"
     unchanged = node.status == "valid" and parent is not None and parent.score is not None
     unchanged = unchanged and node.score == parent.score
-    return Signals(
-        exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same, edit, steps, unchanged
-    )
+    introduced = ()
+    if edit == "code" and parent is not None:
+        before = probes.constants(parent)
+        introduced = tuple((k, float(v)) for k, v in probes.constants(node).items() if k not in before)
+    return Signals(exception, limit, nonfinite, curve, parent_curve, drop, deterministic, same, edit, steps,
+                   unchanged, introduced)  # fmt: skip
 
 
 def failure_report(state: SearchState, node: Node, node_dir: Path, sig: Signals) -> str:
