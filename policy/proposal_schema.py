@@ -9,7 +9,7 @@ scores. Used by the scientist (asking) and by training (replaying the grammar of
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
@@ -102,7 +102,10 @@ def candidate_item(
     of their targets and the region one of their kinds (`KINDS`), a vocabulary instead of free strings;
     without, the axis is one of `plan_axes` (the plan's, see `policy.analysis.Plan.axes`) or OTHER, and
     the region one of FREE_REGIONS. `axis_first` writes the axis before the hypothesis, so that a directed
-    hypothesis's verb is chosen knowing its target."""
+    hypothesis's verb is chosen knowing its target; with `moves`, the axis is the target the hypothesis
+    moves (`bound_item`)."""
+    if axis_first and moves and pattern:
+        return bound_item(parent_ids, observation_ids, moves, refinable)
     label = (str, Field(min_length=2, max_length=30))
     if moves:
         axes = list(moves)
@@ -127,6 +130,35 @@ def candidate_item(
             None,
         )  # optional: an answer without it still stands
     return create_model("Candidate", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def bound_item(
+    parent_ids: list[int], observation_ids: list[int] | None, moves: Moves, refinable: list[int] | None = None
+):
+    """A directed candidate written axis first whose axis is its target: one alternative per target, the
+    axis that target's name and the hypothesis one of that target's moves. Unbound, the embedded model
+    wrote an axis naming another target ("CHUNK", then "increase STEPS") in most lists of a probe run, and
+    the move's tokens then read a context that varied from list to list: the adapter's shift of one move
+    ("increase STEPS" under one checkpoint, in three lists of one group) ranged from -0.46 to +0.33 nats
+    (`scripts/credit_tokens.py`). Bound, the target is chosen at the axis, right after the parent, and the
+    verb knowing it."""
+    alternatives = []
+    for target, verbs in moves.items():
+        if not verbs:
+            continue
+        fields: dict = {
+            "parent": (id_literal(parent_ids), ...),
+            "axis": (Literal[target], ...),
+            "hypothesis": (str, _hypothesis(directed_pattern({target: verbs}))),
+            "region": (Literal[tuple(sorted({KINDS[v] for v in verbs}))], ...),
+            "probability": (float, Field(ge=0, le=1)),
+        }
+        if observation_ids:
+            fields["cites"] = (list[id_literal(observation_ids)], Field(max_length=2))
+        if refinable:
+            fields["refines"] = (id_literal(refinable) | None, None)
+        alternatives.append(create_model("Candidate", __config__=ConfigDict(extra="forbid"), **fields))
+    return Union[tuple(alternatives)] if len(alternatives) > 1 else alternatives[0]  # noqa: UP007
 
 
 def proposal_schema(

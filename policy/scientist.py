@@ -102,7 +102,9 @@ class ScientistConfig(BaseModel):
     """Write each candidate's axis (its target) before its hypothesis. A directed hypothesis writes its verb
     before its target, so the token a TTT update moves is chosen before the target is named; on
     probe-quadrature under `ttt.grpo.train_on=move` the credit fell below chance (docs/benchmark.md).
-    Not yet measured; a served scientist's actions are still scored in the default order."""
+    A directed candidate's axis is then the target its hypothesis moves (`proposal_schema.bound_item`),
+    so the target is chosen right after the parent. A served scientist's actions are still scored in the
+    default order."""
     poll: bool = True
     """The other way first: a direction of a constant whose every step from the best node failed to beat it
     is not offered again from it until the opposite direction has run there, whatever the step's size (a

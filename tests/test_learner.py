@@ -10,6 +10,7 @@ the numbers, not about what a real model proposes).
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 
 import pytest
@@ -183,5 +184,7 @@ def test_arts_search_trains_the_move_the_stated_probability_and_replays_when_ask
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     lists = {tok.decode(r.tokens) for r in rewarded if r.tokens}
     assert lists and all(t.index('"axis"') < t.index('"hypothesis"') for t in lists if '"hypothesis"' in t)
+    written = [m for t in lists for m in re.findall(r'"axis": "([^"]*)", "hypothesis": "\w+ ([^" ]+)', t)]
+    assert written and all(axis == target for axis, target in written)  # the axis is the target it moves
     for e in examined:  # its own round's groups and the round before's
         assert e["groups_used"] + e["groups_skipped"] == len(groups[e["round"]] | groups[e["round"] - 1])

@@ -156,6 +156,39 @@ def test_the_refines_field_is_optional_and_compiles_for_the_decoder():
     )
 
 
+def test_written_axis_first_a_directed_candidates_axis_is_the_target_it_moves():
+    """`scientist.axis_first`: the axis names one target of the candidate's share and the hypothesis moves
+    that target only (an axis naming another target, as the embedded model wrote unbound, is refused),
+    and the grammar compiles for the decoder."""
+    from pydantic import ValidationError
+
+    from arts.policy.proposal_schema import directed_pattern, proposal_schema
+
+    shares = [{"TOL": ("increase", "decrease"), "STEPS": ("increase",)}, {"STEPS": ("increase",)}]
+    schema = proposal_schema([1, 2], 2, None, [directed_pattern(m) for m in shares], shares, axis_first=True)
+
+    def one(axis: str, hypothesis: str) -> dict:
+        return {
+            "parent": 1,
+            "axis": axis,
+            "hypothesis": hypothesis,
+            "region": "constants",
+            "probability": 0.5,
+        }
+
+    ok = schema.model_validate(
+        {"candidates": [one("TOL", "decrease TOL by half"), one("STEPS", "increase STEPS")]}
+    )
+    assert [c.axis for c in ok.candidates] == ["TOL", "STEPS"]
+    for first in (one("TOL", "increase STEPS"), one("STEPS", "decrease STEPS"), one("STEPS", "decrease TOL")):
+        with pytest.raises(ValidationError):
+            schema.model_validate({"candidates": [first, one("STEPS", "increase STEPS")]})
+    xgr = pytest.importorskip("xgrammar")
+    xgr.Grammar.from_json_schema(
+        json.dumps(schema.model_json_schema()), any_whitespace=False, strict_mode=True
+    )
+
+
 def test_a_truncated_directed_proposal_keeps_its_complete_candidates_and_their_labels():
     """A directed answer cut off at max_tokens is salvaged against every target and kind of its moves
     (a probe's region is no kind of a free candidate), then labelled by the move it names."""
