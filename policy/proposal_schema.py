@@ -138,10 +138,10 @@ def bound_item(
     """A directed candidate written axis first whose axis is its target: one alternative per target, the
     axis that target's name and the hypothesis one of that target's moves. Unbound, the embedded model
     wrote an axis naming another target ("CHUNK", then "increase STEPS") in most lists of a probe run, and
-    the move's tokens then read a context that varied from list to list: the adapter's shift of one move
-    ("increase STEPS" under one checkpoint, in three lists of one group) ranged from -0.46 to +0.33 nats
-    (`scripts/credit_tokens.py`). Bound, the target is chosen at the axis, right after the parent, and the
-    verb knowing it."""
+    the move's tokens then read a context that varied from list to list (as did their spelling in
+    tokens): the adapter's shift of one move ("increase STEPS" under one checkpoint, in three lists of one
+    group) ranged from -0.46 to +0.33 nats (`scripts/credit_tokens.py`). Bound, the target is chosen at
+    the axis, right after the parent, and the verb knowing it."""
     alternatives = []
     for target, verbs in moves.items():
         if not verbs:
