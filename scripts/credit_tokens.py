@@ -10,7 +10,10 @@ candidate's move is a handful of its ~60 tokens; the rest (its stated probabilit
 are not trained under `train_on = "move"` and move only as a side effect, so the two concordances say
 whether the adapter ranked the moves it was trained on, apart from that drift.
 
-Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/credit_tokens.py RUN_DIR... [--pairs]
+With `--spellings MOVE`, no model call: how the runs' sampled lists spelled MOVE in tokens (each distinct
+split of its text, with its count, and the tokenizer's own split).
+
+Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/credit_tokens.py RUN_DIR... [--pairs] [--spellings "increase STEPS"]
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import sys
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -74,11 +78,40 @@ def check(run: Path, show: bool) -> tuple[list[CreditAction], list[CreditAction]
     return whole, move
 
 
+def spellings(runs: list[Path], move: str) -> None:
+    """Print each token split of `move` in the runs' sampled lists (each list once), most frequent first."""
+    from transformers import AutoTokenizer
+
+    from arts.policy.backends.weights import resolve_model
+
+    counts, lists, tok = Counter(), 0, None
+    for run in runs:
+        state, _, model = _load_run(str(run))
+        tok = tok or AutoTokenizer.from_pretrained(resolve_model(model))
+        for tokens in {tuple(r.tokens) for r in state.rollouts.values() if r.tokens}:
+            lists += 1
+            pieces = [tok.decode([t]) for t in tokens]
+            ends = [len("".join(pieces[: i + 1])) for i in range(len(pieces))]
+            for m in re.finditer(re.escape(move), "".join(pieces)):
+                counts[tuple(p for p, e in zip(pieces, ends) if e > m.start() and e - len(p) < m.end())] += 1
+    print(f"{lists} lists; {sum(counts.values())} writings of {move!r} in {len(counts)} spellings")
+    for split, n in counts.most_common():
+        print(f"  {n:4d}  {'·'.join(split)!r}")
+    if tok is not None:
+        print(
+            f"  the tokenizer's own: {'·'.join(tok.decode([t]) for t in tok.encode(move, add_special_tokens=False))!r}"
+        )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("runs", nargs="+", type=Path)
     ap.add_argument("--pairs", action="store_true", help="print each scored action")
+    ap.add_argument("--spellings", metavar="MOVE", help="count MOVE's token splits in the lists; no scoring")
     args = ap.parse_args()
+    if args.spellings:
+        spellings(args.runs, args.spellings)
+        return 0
     for run in args.runs:
         whole, move = check(run, args.pairs)
         for what, actions in (("whole candidate", whole), ("move tokens", move)):
