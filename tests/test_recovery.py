@@ -258,3 +258,22 @@ def test_a_table_written_before_a_field_was_added_is_rewritten_with_it(tmp_path)
     rows = read_rows(path)
     assert [r["scenario"] for r in rows] == ["lo-sm-ema", "lo-sm-midrange"]
     assert rows[0]["first"] == "" and rows[1]["first"] == "pivot"
+
+
+def test_the_settled_route_is_the_first_unless_a_line_search_gave_its_verdict():
+    """A stall's later attribution of a plateau holding the failed node is another decision; a line
+    search's verdict (a routing event with `verified`) replaces the first route."""
+    from arts.search.bench.recovery import settled_route
+    from arts.search.state import Event, SearchState
+
+    def routing(i, node, action, **extra):
+        return Event(id=i, kind="routing", payload={"node": node, "decision": {"action": action}, **extra})
+
+    stalled = SearchState(
+        events={1: routing(1, 2, "pivot"), 2: routing(2, 2, "refine_local", plateau=[2, 3])}
+    )
+    assert settled_route(stalled, 2) == ("pivot", "pivot")
+    verified = {3: routing(3, 2, "pivot", verified={"by": "line search"})}
+    refuted = SearchState(events={1: routing(1, 2, "refine_local"), **verified})
+    assert settled_route(refuted, 2) == ("refine_local", "pivot")
+    assert settled_route(refuted, 9) == ("none", "none")

@@ -14,7 +14,8 @@ searches on for the budget. Two figures per run:
 - the route: the action the attribution settled on for the failed node ("none" when the method routes
   nothing: no attribution, or reflection), right when it is the scenario's level; a local route whose line
   search found no value beating the parent became a pivot (`pursue.refuted`), and the row has the pivot
-  (`first`: the route before any such verdict);
+  (`first`: the route before any such verdict; a stall's later attribution of a plateau holding the
+  node does not count: `settled_route`);
 - recovery: whether a later experiment beat the failed node's parent within the budget (metrics-bearing
   recovery: a score, not a verdict).
 
@@ -208,11 +209,7 @@ def run_scenario(
             run_search(run, meth)
         state = run.state
     root = next(n for n in state.nodes.values() if n.parent is None)
-    routes = [
-        e.payload for e in state.events.values() if e.kind == "routing" and e.payload.get("node") == failed.id
-    ]
-    decisions = [r["decision"]["action"] if r.get("decision") else "none" for r in routes]
-    route = decisions[-1] if decisions else "none"  # after a line search that verified or refuted it
+    first, route = settled_route(state, failed.id)
     later = [n.score for n in state.nodes.values() if n.id > failed.id and n.score is not None]
     regressed = failed_or_regressed(state, failed)
     return {
@@ -221,8 +218,23 @@ def run_scenario(
         "recovered": (bool(later) and root.score is not None and max(later) > root.score) if evals else "",
         "best": max(later) if later else None, "parent": root.score,
         "evals": sum(1 for n in state.nodes.values() if n.id > failed.id), "seconds": round(time.time() - t0, 1),
-        "first": decisions[0] if decisions else "none",
+        "first": first,
     }  # fmt: skip
+
+
+def settled_route(state: Any, node: int) -> tuple[str, str]:
+    """(The attribution's first route for `node`, the route it settled on): the first, unless a line search
+    later gave its verdict on it (a routing event with `verified`, `pursue.refuted`). A stall's later
+    attribution of a plateau that holds the node is another decision, not the failure's route."""
+    routes = [
+        e.payload for e in sorted(state.events.values(), key=lambda e: e.id)
+        if e.kind == "routing" and e.payload.get("node") == node
+    ]  # fmt: skip
+    if not routes:
+        return "none", "none"
+    action = lambda r: r["decision"]["action"] if r.get("decision") else "none"  # noqa: E731
+    verdicts = [r for r in routes if r.get("verified")]
+    return action(routes[0]), action(verdicts[-1] if verdicts else routes[0])
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
