@@ -277,3 +277,7 @@ def test_the_settled_route_is_the_first_unless_a_line_search_gave_its_verdict():
     refuted = SearchState(events={1: routing(1, 2, "refine_local"), **verified})
     assert settled_route(refuted, 2) == ("refine_local", "pivot")
     assert settled_route(refuted, 9) == ("none", "none")
+    stall_then_verdict = SearchState(
+        events={1: routing(1, 2, "repair"), **verified}
+    )  # the stall's refinement's
+    assert settled_route(stall_then_verdict, 2) == ("repair", "repair")

@@ -223,9 +223,10 @@ def run_scenario(
 
 
 def settled_route(state: Any, node: int) -> tuple[str, str]:
-    """(The attribution's first route for `node`, the route it settled on): the first, unless a line search
-    later gave its verdict on it (a routing event with `verified`, `pursue.refuted`). A stall's later
-    attribution of a plateau that holds the node is another decision, not the failure's route."""
+    """(The attribution's first route for `node`, the route it settled on): the first, unless it was a
+    local refinement whose line search later gave its verdict (a routing event with `verified`,
+    `pursue.refuted`). A stall's later attribution of a plateau that holds the node is another decision,
+    not the failure's route, and so is the verdict on a refinement that decision scheduled."""
     routes = [
         e.payload for e in sorted(state.events.values(), key=lambda e: e.id)
         if e.kind == "routing" and e.payload.get("node") == node
@@ -233,7 +234,7 @@ def settled_route(state: Any, node: int) -> tuple[str, str]:
     if not routes:
         return "none", "none"
     action = lambda r: r["decision"]["action"] if r.get("decision") else "none"  # noqa: E731
-    verdicts = [r for r in routes if r.get("verified")]
+    verdicts = [r for r in routes if r.get("verified")] if action(routes[0]) == "refine_local" else []
     return action(routes[0]), action(verdicts[-1] if verdicts else routes[0])
 
 
