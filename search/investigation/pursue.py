@@ -111,9 +111,16 @@ def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
     if failed is None or parent is None or failed.parent != parent.id:
         return []
     nodes, planned = [], steps.smaller_steps(failed, parent)
+
+    def beats(n: Node) -> bool:
+        return n.status == "valid" and None not in (n.score, parent.score) and n.score > parent.score
+
     for name, value in planned:
         files = probes.program(failed, name, value)
-        if files is None or run.lab.known_node(files) is not None:
+        known = run.lab.known_node(files) if files is not None else None
+        if known is not None and beats(known):
+            return nodes  # that value ran before and paid: no verdict against the step
+        if files is None or known is not None:
             continue
         if run.stop_reason(within_round=True):
             return nodes  # cut short: no verdict on the step
@@ -132,7 +139,7 @@ def smaller_steps(run: Run, item: followups.FollowUp) -> list[Node]:
             parent, item.text, item.axis, edit=edit, instructions=item.instructions, follows=item.node
         )
         nodes.append(node)
-        if node.status == "valid" and None not in (node.score, parent.score) and node.score > parent.score:
+        if beats(node):
             return nodes
     if nodes:
         refuted(run, item, planned[0][0], nodes)
