@@ -13,6 +13,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from arts.policy.backends.spelling import PHRASES
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import Moves, directed_target
 
@@ -25,8 +26,16 @@ DIRECTED_TAIL = 60
 """Cap on what a directed hypothesis adds after its verb and target (the value, the reason)."""
 
 
-def _hypothesis(pattern: str | None = None):
-    return Field(pattern=pattern or HYPOTHESIS_PATTERN)  # the pattern bounds the length
+def _hypothesis(pattern: str | None = None, moves: Moves | None = None):
+    """The hypothesis field: its pattern bounds the length; with `moves` (those `pattern` admits), the
+    schema lists them as the phrases whose spelling decoding keeps (`policy.backends.spelling`)."""
+    extra = {PHRASES: move_phrases(moves)} if pattern and moves else None
+    return Field(pattern=pattern or HYPOTHESIS_PATTERN, json_schema_extra=extra)
+
+
+def move_phrases(moves: Moves) -> list[str]:
+    """Each move a directed hypothesis may start with: a verb and its target."""
+    return [f"{verb} {name}" for name, verbs in moves.items() for verb in verbs]
 
 
 KINDS = {"increase": "constants", "decrease": "constants", "rewrite": "returns", "tune": "keywords",
@@ -113,7 +122,7 @@ def candidate_item(
     else:  # a free candidate: the plan's axes, when it named some, and the kinds of change
         axes = list(dict.fromkeys([*plan_axes, OTHER])) if plan_axes else []
         kinds = list(FREE_REGIONS)
-    hypothesis, axis = (str, _hypothesis(pattern)), (Literal[tuple(axes)], ...) if axes else label
+    hypothesis, axis = (str, _hypothesis(pattern, moves)), (Literal[tuple(axes)], ...) if axes else label
     fields: dict = {"parent": (id_literal(parent_ids), ...)}
     fields.update(
         {"axis": axis, "hypothesis": hypothesis} if axis_first else {"hypothesis": hypothesis, "axis": axis}
@@ -149,7 +158,7 @@ def bound_item(
         fields: dict = {
             "parent": (id_literal(parent_ids), ...),
             "axis": (Literal[target], ...),
-            "hypothesis": (str, _hypothesis(directed_pattern({target: verbs}))),
+            "hypothesis": (str, _hypothesis(directed_pattern({target: verbs}), {target: verbs})),
             "region": (Literal[tuple(sorted({KINDS[v] for v in verbs}))], ...),
             "probability": (float, Field(ge=0, le=1)),
         }

@@ -131,23 +131,6 @@ def test_a_slot_that_allows_the_class_is_scored_even_where_no_list_wrote_it(tmp_
     assert moved[0][0] != moved[0][1] and moved[0][1] == got[0][1]
 
 
-def test_a_move_is_spelled_as_a_constrained_sampler_writes_it(tiny_backend):
-    """The tokenizer's split and each word's leading space alone: the embedded model writes `increase TOL`
-    both ways, and scoring one spelling only put a move it wrote in 4 lists of 4 at 4e-4."""
-    from arts.training.watch import spellings
-
-    tok = tiny_backend.tokenizer
-    got = spellings(tok, "decrease TOL")
-    assert tok.encode("decrease TOL", add_special_tokens=False) in got
-    assert (
-        tok.encode("decrease", add_special_tokens=False)
-        + tok.encode(" ", add_special_tokens=False)
-        + tok.encode("TOL", add_special_tokens=False)
-        in got
-    )
-    assert len({tuple(p) for p in got}) == len(got) and all(tok.decode(p) == "decrease TOL" for p in got)
-
-
 def test_arts_search_watches_a_probes_class_without_its_decoys(monkeypatch, tmp_path, tiny_model_dir):
     """A task's `[probe]` reaches the watch through `arts search --ttt`: its paying class and its decoys."""
     from arts.search import learning

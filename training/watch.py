@@ -175,21 +175,6 @@ def stated_probabilities(
 AXIS = '"axis": "'
 
 
-def spellings(tokenizer: Any, text: str) -> list[list[int]]:
-    """Token sequences that spell `text` as a grammar-constrained sampler writes it: the tokenizer's own,
-    and each word's leading space as a token of its own (the embedded model writes `increase TOL` as
-    'incre' 'ase' ' ' 'T' 'OL' about as often as with ' T'; scoring the tokenizer's split alone put
-    a move the model wrote in 4 lists out of 4 at 4e-4)."""
-    words = text.split(" ")
-    encode = lambda s: tokenizer.encode(s, add_special_tokens=False)  # noqa: E731
-    space = encode(" ")
-    out = [encode(words[0])]
-    for word in words[1:]:
-        out = [p + q for p in out for q in (encode(" " + word), space + encode(word))]
-    unique = {tuple(p): None for p in [encode(text), *out]}
-    return [list(p) for p in unique]
-
-
 def slot_probabilities(
     backend: Any,
     prompt: list[dict[str, Any]],
@@ -202,7 +187,9 @@ def slot_probabilities(
     """Per candidate slot of a sampled list written axis first (`ScientistConfig.axis_first`) whose grammar
     allows `move` ("decrease TOL"), (under `adapter`, under the base) the probability that the slot writes
     it, everything before the slot's axis as sampled: its target as the axis, the slot's own sampled tokens
-    up to the hypothesis, then the move, summed over its `spellings`. Unlike `offer_probability`, it needs
+    up to the hypothesis, then the move in the tokenizer's spelling, the one constrained decoding writes
+    (`policy.backends.spelling`; before it, the embedded model wrote one move in 12 spellings in 49
+    writings, and a sum over guessed spellings missed them all). Unlike `offer_probability`, it needs
     no list that wrote the class: it measures how likely the class was where the harness offered it."""
     tok = backend.tokenizer
     text, target = tok.decode(tokens), move.split()[-1]
@@ -220,14 +207,15 @@ def slot_probabilities(
             tokens[after:hyp] if after is not None and hyp is not None
             else tok.encode(text[close:opened], add_special_tokens=False)
         )  # fmt: skip
-        axis = tok.encode(target, add_special_tokens=False) + between
-        targets = []
-        for spelled in spellings(tok, move):
-            masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + axis + spelled)
-            if rejected is None:
-                targets.append(ActionTarget(axis + spelled, masks[start:].clone()))
-        if not targets:
+        written = (
+            tok.encode(target, add_special_tokens=False)
+            + between
+            + tok.encode(move, add_special_tokens=False)
+        )
+        masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + written)
+        if rejected is not None:
             continue  # this slot does not offer the move
+        targets = [ActionTarget(written, masks[start:].clone())]
         both = tuned_and_base(backend, adapter, prompt_ids + tokens[:start], targets, temperature)
         out.append(tuple(math.fsum(math.exp(math.fsum(row)) for row in rows) for rows in both))
     return out

@@ -4,7 +4,9 @@ Constrained decoding keeps even a 135M model inside the schema: at every step th
 each sequence fills a packed bitmask of allowed tokens, and disallowed logits become -inf. The same
 masks can be replayed over a finished completion (`replay_bitmasks`), so log-probabilities computed
 later (for GRPO) are taken under exactly the distribution sampling used. Whitespace is compact
-(`any_whitespace=False`): free whitespace lets a tiny model loop on spaces until max_tokens.
+(`any_whitespace=False`): free whitespace lets a tiny model loop on spaces until max_tokens. Inside the
+fields whose values start with a known phrase (enums, offered moves) the masks also keep each phrase to
+the tokenizer's own spelling (`policy.backends.spelling`), in sampling and in replay alike.
 
 Only the transformers backend masks logits itself (vLLM and servers constrain their own decoding);
 reading the answer back is `policy.parsing`. Deliberately not done: a grammar for anything but JSON
@@ -22,6 +24,7 @@ import torch
 import xgrammar as xgr
 from pydantic import BaseModel
 
+from arts.policy.backends.spelling import SpelledMatcher, Spelling, by_bytes, phrases_of
 from arts.policy.parsing import schema_key
 
 
@@ -30,13 +33,19 @@ class GrammarCache:
 
     `vocab_size` is the model's logits width (it may exceed the tokenizer's vocabulary); `stop_ids` are
     the tokens that end a completion, which the grammar allows exactly once the object is complete.
+    With `spelling` (the default), matchers keep phrases to one spelling (`policy.backends.spelling`).
     """
 
-    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int]):
+    def __init__(self, tokenizer: Any, vocab_size: int, stop_ids: list[int], spelling: bool = True):
         info = xgr.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=stop_ids)
         self.vocab_size = vocab_size
         self._compiler = xgr.GrammarCompiler(info, max_threads=2)
         self._grammars: dict[str, xgr.CompiledGrammar] = {}
+        self._vocab: list[bytes] = list(info.decoded_vocab)
+        self._texts = by_bytes(self._vocab)
+        self._encode = lambda text: tokenizer.encode(text, add_special_tokens=False)
+        self.spelling = spelling
+        self._spellings: dict[str, Spelling] = {}
 
     def compile(self, schema: type[BaseModel] | dict) -> xgr.CompiledGrammar:
         """The compiled grammar of a schema class, or of a stored JSON schema (the same key either way:
@@ -52,9 +61,24 @@ class GrammarCache:
                 raise ValueError(f"the JSON schema cannot be turned into a grammar: {reason}") from None
         return self._grammars[key]
 
-    def matchers(self, schema: type[BaseModel], n: int) -> list[xgr.GrammarMatcher]:
-        grammar = self.compile(schema)
-        return [xgr.GrammarMatcher(grammar) for _ in range(n)]
+    def spelled(self, schema: type[BaseModel] | dict) -> Spelling | None:
+        """The spelling rules of a schema's phrases; None when off or when it has none."""
+        if not self.spelling:
+            return None
+        key = json.dumps(schema) if isinstance(schema, dict) else schema_key(schema)
+        if key not in self._spellings:
+            width = (self.vocab_size + 31) // 32
+            self._spellings[key] = Spelling(phrases_of(key), self._vocab, self._texts, self._encode, width)
+        return self._spellings[key] or None
+
+    def matcher(self, schema: type[BaseModel] | dict, spelled: bool = True) -> Any:
+        """A fresh matcher of the schema's grammar, keeping its phrases' spelling unless `spelled` is False."""
+        matcher = xgr.GrammarMatcher(self.compile(schema))
+        spelling = self.spelled(schema) if spelled else None
+        return SpelledMatcher(matcher, spelling, self._vocab) if spelling is not None else matcher
+
+    def matchers(self, schema: type[BaseModel], n: int) -> list[Any]:
+        return [self.matcher(schema) for _ in range(n)]
 
     def bitmask(self, rows: int) -> torch.Tensor:
         return xgr.allocate_token_bitmask(rows, self.vocab_size)
@@ -66,18 +90,25 @@ class GrammarCache:
 
         Also returns the index of the first token the grammar rejects (None when all are accepted);
         from there on the masks are all-ones (nothing to replay), and that token's probability is zero.
+        Tokens that misspell a phrase were sampled without the spelling rules (by another backend): they
+        are replayed under the grammar alone.
         """
-        matcher = xgr.GrammarMatcher(self.compile(schema))
+        masks, rejected, matcher = self._replay(self.matcher(schema), token_ids)
+        if rejected is not None and getattr(matcher, "misspelled", False):
+            masks, rejected, _ = self._replay(self.matcher(schema, spelled=False), token_ids)
+        return masks, rejected
+
+    def _replay(self, matcher: Any, token_ids: list[int]) -> tuple[torch.Tensor, int | None, Any]:
         masks = self.bitmask(max(len(token_ids), 1))[: len(token_ids)]
         for i, token in enumerate(token_ids):
             matcher.fill_next_token_bitmask(masks, i)
             if not matcher.accept_token(token):
                 masks[i + 1 :] = -1
-                return masks, i
-        return masks, None
+                return masks, i, matcher
+        return masks, None, matcher
 
 
-def fill_and_apply(logits: torch.Tensor, matchers: list[xgr.GrammarMatcher], bitmask: torch.Tensor) -> None:
+def fill_and_apply(logits: torch.Tensor, matchers: list[Any], bitmask: torch.Tensor) -> None:
     """Mask `logits` (rows, V) in place with each row's grammar: disallowed tokens become -inf."""
     rows = logits.shape[0]
     for i, matcher in enumerate(matchers):
