@@ -12,10 +12,13 @@ Three comparisons, one run each (a benchmark of a shared laptop, not a statistic
   5. N different prompts, each with its own schema (as N executors of a round ask at once): one batch
      (`generate_each`) vs one call after another, greedy, with the tokens checked equal;
   6. N executor prompts of one parent (circle-packing's seed program, N hypotheses): one batch whose
-     prompts run their shared first tokens once, one batch without that, and one call after another.
+     prompts run their shared first tokens once, one batch without that, and one call after another;
+  7. N proposals of directed moves written axis first (`--only spelling`: this section alone), with the
+     grammar alone and with each phrase kept to the tokenizer's spelling (`policy.backends.spelling`):
+     tokens, seconds, and the distinct token spellings of the moves the proposals wrote.
 
 Usage: .venv/bin/python scripts/bench_backends.py [--model DIR] [--prompt-tokens 585] [--n 4]
-       [--max-tokens 60] [--threads 1] [--only samples|rows|executors] [--json out.json]
+       [--max-tokens 60] [--threads 1] [--only samples|rows|executors|spelling] [--json out.json]
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Request, Sampling  # noqa: E402
 from arts.policy.edits.prompt import action_prompt  # noqa: E402
 from arts.policy.edits.targets import list_targets  # noqa: E402
-from arts.policy.proposal_schema import proposal_schema  # noqa: E402
+from arts.policy.proposal_schema import directed_pattern, move_phrases, proposal_schema  # noqa: E402
 from arts.tasks.base import resolve_task  # noqa: E402
 
 PARAGRAPH = (
@@ -198,6 +201,50 @@ def executor_prompts(backend: TransformersBackend, n: int) -> dict[str, Any]:
     return res
 
 
+def spelled_proposals(backend: TransformersBackend, prompt: str, n: int, seeds: int = 3) -> dict[str, Any]:
+    """N proposals of two directed candidates (bound axis first) per seed, spelling off then on."""
+    moves = {"STEPS": ["increase", "decrease"], "CHUNK": ["increase", "decrease"], "TOL": ["decrease"]}
+    schema = proposal_schema(
+        [0, 4], 2, patterns=[directed_pattern(moves)] * 2, shares=[moves] * 2, axis_first=True
+    )
+    backend.generate(prompt, sampling=Sampling(max_tokens=1), schema=schema)  # compile the grammar once
+    out: dict[str, Any] = {}
+    for label, on in (("grammar alone", False), ("one spelling", True)):
+        backend.grammars.spelling = on
+        tokens = seconds = parsed = 0
+        seen: dict[str, set[tuple[int, ...]]] = {}
+        for seed in range(seeds):
+            sampling = Sampling(temperature=0.8, max_tokens=200, seed=seed)
+            got, s = timed(lambda: backend.generate(prompt, n=n, sampling=sampling, schema=schema))  # noqa: B023
+            tokens, seconds = tokens + tokens_of(got), seconds + s
+            for c in got[0]:
+                parsed += c.ok
+                for move in move_phrases(moves):
+                    seen.setdefault(move, set()).update(_spellings(backend, c.token_ids, move))
+        out[label] = [tokens, seconds]
+        out[f"{label}: parsed"] = parsed
+        out[f"{label}: spellings per move written"] = round(
+            sum(len(v) for v in seen.values()) / max(sum(1 for v in seen.values() if v), 1), 2
+        )
+    backend.grammars.spelling = True
+    return out
+
+
+def _spellings(backend: TransformersBackend, token_ids: list[int], move: str) -> set[tuple[int, ...]]:
+    """The token runs of a completion that spell `move` exactly (token-aligned at both ends)."""
+    pieces = [backend.tokenizer.decode([t]) for t in token_ids]
+    found = set()
+    for i in range(len(pieces)):
+        text = ""
+        for j in range(i, len(pieces)):
+            text += pieces[j]
+            if text == move:
+                found.add(tuple(token_ids[i : j + 1]))
+            if not move.startswith(text):
+                break
+    return found
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     backend = TransformersBackend(args.model)
     prompt = long_prompt(backend, args.prompt_tokens)
@@ -214,6 +261,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         return res
     if args.only == "executors":
         res["executor_prompts"] = executor_prompts(backend, n)
+        return res
+    if args.only == "spelling":
+        res["spelling"] = spelled_proposals(backend, prompt, n)
         return res
 
     greedy = Sampling(temperature=0.0, max_tokens=max_tokens)
@@ -261,6 +311,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     backend.jump_forward = True
     res["different_prompts"] = different_prompts(backend, prompt, n)
     res["executor_prompts"] = executor_prompts(backend, n)
+    res["spelling"] = spelled_proposals(backend, prompt, n)
     return res
 
 
@@ -275,6 +326,7 @@ def report(res: dict[str, Any]) -> None:
         "jump_forward",
         "different_prompts",
         "executor_prompts",
+        "spelling",
     ):
         if section not in res:
             continue
@@ -298,6 +350,11 @@ def report(res: dict[str, Any]) -> None:
         print(f"executor prompts, seconds one batch, whole / shared once: {whole_s / shared_s:.2f}")
         print(
             f"executor prompts, seconds one after another, whole / shared once: {alone_s / alone_shared_s:.2f}"
+        )
+    if "spelling" in res:
+        (loose_t, loose_s), (kept_t, kept_s) = (res["spelling"][k] for k in ("grammar alone", "one spelling"))
+        print(
+            f"\nproposals, tokens grammar alone / one spelling: {loose_t / kept_t:.2f}, seconds: {loose_s / kept_s:.2f}"
         )
     if "different_prompts" in res:
         (_, alone_s), (_, batch_s), _ = res["different_prompts"].values()
@@ -326,9 +383,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     p.add_argument(
         "--only",
-        choices=["samples", "rows", "executors"],
+        choices=["samples", "rows", "executors", "spelling"],
         default=None,
-        help="run only sections 1-2 (samples: one prompt), 5 (rows: different prompts) or 6 (executors)",
+        help="run only sections 1-2 (samples: one prompt), 5 (rows), 6 (executors) or 7 (spelling)",
     )
     p.add_argument("--json", default=None, help="also write the figures to this file")
     args = p.parse_args(argv)
