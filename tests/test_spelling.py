@@ -43,6 +43,7 @@ def _written(tok, completion) -> list[tuple[str, list[int]]]:
 
 def _sample(backend, spelled: bool, n: int = 6):
     backend.grammars.spelling = spelled
+    backend.jump_forward = True
     sampling = Sampling(temperature=1.0, max_tokens=200, seed=3)
     return backend.generate(PROMPT, n=n, sampling=sampling, schema=_schema())[0]
 
@@ -54,7 +55,7 @@ def test_decoding_writes_each_phrase_in_the_tokenizers_spelling(tiny_backend):
     canonical = lambda text: tok.encode(text, add_special_tokens=False)  # noqa: E731
     loose = [p for c in _sample(tiny_backend, False) for p in _written(tok, c)]
     assert loose and any(tokens != canonical(text) for text, tokens in loose)
-    kept = _sample(tiny_backend, True)
+    kept = _sample(tiny_backend, True) + _sample(tiny_backend, True, n=1)  # n=1: forced text jumps ahead
     written = [p for c in kept for p in _written(tok, c)]
     assert written and all(tokens == canonical(text) for text, tokens in written)
     assert all(c.error is None or "truncated" in c.error for c in kept)
