@@ -93,3 +93,14 @@ def test_a_schema_lists_its_phrases_and_a_free_field_keeps_its_text(tiny_backend
     (a,), (ase,) = (tok.encode(s, add_special_tokens=False) for s in ("a", "ase"))
     assert not matcher.accept_token(a) and matcher.misspelled  # incre·a·se: not the tokenizer's split
     assert matcher.accept_token(ase) and matcher.text.endswith(b"increase")
+
+
+def test_schemas_sent_to_servers_leave_the_phrase_lists_out():
+    """A strict server may refuse an unknown keyword: `x-phrases` stays local (the grammar is the same)."""
+    from arts.policy.backends.chat_format import json_schema_format
+    from arts.policy.backends.spelling import PHRASES
+
+    schema = _schema()
+    assert PHRASES in json.dumps(schema.model_json_schema())
+    sent = json_schema_format(schema)["json_schema"]["schema"]
+    assert PHRASES not in json.dumps(sent) and "pattern" in json.dumps(sent)

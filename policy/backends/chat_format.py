@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from arts.policy.backends.spelling import without_phrases
 from arts.policy.base import Completion, Message, Prompt, Sampling
 from arts.policy.parsing import parse_json_object
 
@@ -29,7 +30,11 @@ def json_schema_format(schema: type[BaseModel]) -> dict[str, Any]:
     """The OpenAI `response_format` for a pydantic model (strict JSON-schema mode)."""
     return {
         "type": "json_schema",
-        "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": True},
+        "json_schema": {
+            "name": schema.__name__,
+            "schema": without_phrases(schema.model_json_schema()),
+            "strict": True,
+        },
     }
 
 

@@ -42,6 +42,7 @@ from arts.policy.backends.chat_format import (
 )
 from arts.policy.backends.openai_http import REJECTED, Http
 from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.spelling import without_phrases
 from arts.policy.base import (
     BackendError,
     Completion,
@@ -290,7 +291,7 @@ class OpenAIBackend:
         messages, model = as_messages(prompt), adapter or self.model_id
         if self._is_arts_serve():
             body = {"model": model, "messages": messages, "completion": completion}
-            body["schema"] = schema.model_json_schema() if schema is not None else None
+            body["schema"] = without_phrases(schema.model_json_schema()) if schema is not None else None
             return self._http.checked(
                 lambda: self._http.post(f"{self.base_url}/arts/logprobs", body, dict)["logprobs"], model
             )

@@ -16,21 +16,22 @@ phrase; the grammar decides the rest). So each phrase has one spelling, the toke
 
 `SpelledMatcher` applies it around an xgrammar matcher (the same calls), in sampling and in replay
 (`policy.backends.grammar.GrammarCache`). A completion sampled without it (by vLLM or a server, which
-constrain their own decoding) may misspell a phrase; its replay then falls back to the grammar alone,
-the masks it was sampled under. Not handled: a phrase that is a prefix of another phrase's word ("X" and
+constrain their own decoding, and are sent schemas `without_phrases`) may misspell a phrase; its replay
+then falls back to the grammar alone, the masks it was sampled under. Not handled: a phrase that is a prefix of another phrase's word ("X" and
 "XY" as targets), where the longer one's tail is not narrowed.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+if TYPE_CHECKING:
+    import torch
 
 PHRASES = "x-phrases"
 """The JSON-schema keyword listing the phrases a string field's value starts with (xgrammar ignores it)."""
@@ -99,7 +100,7 @@ class Spelling:
         for key, words in phrases.items():
             for word in words:
                 tokens = encode(word)
-                ends = np.cumsum([0, *(len(vocab[t]) for t in tokens)]).tolist()
+                ends = list(itertools.accumulate((len(vocab[t]) for t in tokens), initial=0))
                 if b"".join(vocab[t] for t in tokens) == word.encode():  # else a spelling it cannot keep
                     self._phrases.setdefault(key.encode(), []).append((word.encode(), tokens, ends))
         keys = b"|".join(re.escape(k) for k in self._phrases if k) or b"(?!)"
@@ -141,6 +142,9 @@ class Spelling:
         banned -= canonical
         if not banned:
             return None
+        import numpy as np  # here: the wire helpers above are imported where torch need not be
+        import torch
+
         bits = np.ones(self._width * 32, dtype=bool)
         bits[sorted(banned)] = False
         packed = torch.from_numpy(np.packbits(bits, bitorder="little").view(np.int32).copy())
@@ -175,6 +179,17 @@ class SpelledMatcher:
 
     def __getattr__(self, name: str) -> Any:  # is_terminated, find_jump_forward_tokens, ...
         return getattr(self.matcher, name)
+
+
+def without_phrases(schema: Any) -> Any:
+    """A JSON schema without its `PHRASES` lists: what goes over the wire to a server (vLLM, an OpenAI
+    API, `arts serve`), where a strict JSON-schema validator may refuse an unknown keyword. There the
+    rule keeps only enum values and names (on `arts serve`), or nothing (elsewhere)."""
+    if isinstance(schema, dict):
+        return {k: without_phrases(v) for k, v in schema.items() if k != PHRASES}
+    if isinstance(schema, list):
+        return [without_phrases(v) for v in schema]
+    return schema
 
 
 def phrases_of(schema_text: str) -> dict[str, tuple[str, ...]]:

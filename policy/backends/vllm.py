@@ -36,6 +36,7 @@ from pydantic import BaseModel
 
 from arts.policy.backends.chat_format import as_messages, prompt_batch
 from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.spelling import without_phrases
 from arts.policy.base import BackendError, Completion, Prompt, Request, Sampling, Usage, UsageSink
 from arts.policy.parsing import validate_json
 
@@ -68,7 +69,11 @@ def sampling_params(sampling: Sampling, n: int, schema: type[BaseModel] | None) 
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
-    structured = StructuredOutputsParams(json=schema.model_json_schema()) if schema is not None else None
+    structured = (
+        StructuredOutputsParams(json=without_phrases(schema.model_json_schema()))
+        if schema is not None
+        else None
+    )
     return SamplingParams(
         n=n,
         temperature=sampling.temperature,
