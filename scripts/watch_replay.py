@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import math
 import os
 import sys
 from pathlib import Path
@@ -38,21 +37,9 @@ from arts.search.config import read_stored_config  # noqa: E402
 from arts.search.store import Store  # noqa: E402
 from arts.training.checkpoint import checkpoint_path, load_weights  # noqa: E402
 from arts.training.grpo import lora_config  # noqa: E402
-from arts.training.watch import measure, slot_probabilities  # noqa: E402
+from arts.training.watch import measure, slot_measure  # noqa: E402
 
 ADAPTER = "watched"
-
-
-def slots(backend, rollouts: list, move: str, temperature: float) -> dict | None:
-    """The class's probability summed over the slots of a round's lists that allow it, adapter and base."""
-    lists = {tuple(r.tokens): r for r in rollouts if r.tokens}
-    got = [p for r in lists.values()
-           for p in slot_probabilities(backend, r.prompt, r.json_schema or {}, r.tokens, move, ADAPTER, temperature)]  # fmt: skip
-    if not got:
-        return None
-    tuned, base = math.fsum(p[0] for p in got), math.fsum(p[1] for p in got)
-    return {"measure": "slot probability", "slots": len(got), "lists": len(lists), "tuned": tuned / len(got),
-            "base": base / len(got), "ratio": tuned / base}  # fmt: skip
 
 
 def replay(
@@ -85,7 +72,7 @@ def replay(
         load_weights(backend.model, ADAPTER, adapter or checkpoint_path(run_dir, e["k"]))
         label = str(adapter) if adapter else f"adapters/{e['k']}"
         if by_slot:
-            got = slots(backend, rollouts, watched, cfg.scientist.temperature)
+            got = slot_measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature)
         else:
             tilted = (tilt, cfg.scientist.tilt_cap)
             got = measure(backend, rollouts, watched, ADAPTER, cfg.scientist.temperature, tilted)
@@ -108,7 +95,9 @@ def main() -> int:
     ap.add_argument("--move", default=None, help="the class to score (default: the one each run watched)")
     ap.add_argument("--adapter", type=Path, default=None, help="measure every round under this adapter")
     ap.add_argument("--slots", action="store_true", help="measure over every slot that allows the class")
-    ap.add_argument("--tilt", type=float, default=0.0, help="tilt the adapter's draw weights by this exponent")
+    ap.add_argument(
+        "--tilt", type=float, default=0.0, help="tilt the adapter's draw weights by this exponent"
+    )
     ap.add_argument("--rounds", type=int, default=None, help="only the run's first this-many rounds")
     ap.add_argument("--csv", type=Path, default=None)
     args = ap.parse_args()

@@ -129,6 +129,15 @@ def test_a_slot_that_allows_the_class_is_scored_even_where_no_list_wrote_it(tmp_
                 p.normal_(0, 0.5)
     moved = slot_probabilities(tiny_backend, PROMPT, schema, tokens, "decrease X", ADAPTER)
     assert moved[0][0] != moved[0][1] and moved[0][1] == got[0][1]
+    # the live watch: sampled lists, none of which wrote the class, are measured where it was offered
+    rollout = Rollout(
+        round=1, group=1, prompt=PROMPT, candidates=listed, drawn=0, probability=0.5,
+        action=canonical_action(listed[0]), json_schema=schema, tokens=tokens, span=(0, len(tokens)),
+    )  # fmt: skip
+    watched = measure(tiny_backend, [rollout], "decrease X", ADAPTER)
+    assert watched["measure"] == "slot probability" and watched["slots"] == 1
+    assert watched["ratio"] == pytest.approx(moved[0][0] / moved[0][1])
+    assert measure(tiny_backend, [rollout], "decrease Z", ADAPTER) is None  # offered nowhere
 
 
 def test_arts_search_watches_a_probes_class_without_its_decoys(monkeypatch, tmp_path, tiny_model_dir):

@@ -221,6 +221,32 @@ def slot_probabilities(
     return out
 
 
+def slot_measure(
+    backend: Any,
+    rollouts: list[Any],
+    move: str,
+    adapter: str,
+    temperature: float = 1.0,
+    lists: int | None = None,
+) -> dict | None:
+    """The class's probability over the slots that allow it (`slot_probabilities`) of the round's lists
+    (the first `lists` with such a slot; None: all), adapter against base, as a `watch` payload; None
+    when no slot allows it."""
+    got, used = [], 0
+    for r in {tuple(r.tokens): r for r in rollouts if r.tokens}.values():
+        found = slot_probabilities(
+            backend, r.prompt, r.json_schema or {}, r.tokens, move, adapter, temperature
+        )
+        got, used = got + found, used + bool(found)
+        if lists is not None and used >= lists:
+            break
+    if not got:
+        return None
+    tuned, base = math.fsum(p[0] for p in got), math.fsum(p[1] for p in got)
+    return {"scored": True, "measure": "slot probability", "slots": len(got), "lists": used,
+            "tuned": tuned / len(got), "base": base / len(got), "ratio": tuned / base}  # fmt: skip
+
+
 def measure(
     backend: Any,
     rollouts: list[Any],
@@ -240,7 +266,9 @@ def measure(
     the base's. With `tilt` (the draw's exponent and cap, `ScientistConfig.tilt`), the adapter's draw weights
     are tilted as the draw tilts them (`training.tilt`); the base's are not. `member(hypothesis)`
     says what is of the class (a probe's: `tasks.probe.in_class`, without its decoys); by default a
-    hypothesis that starts with `move`. Without tokens: the log-prob
+    hypothesis that starts with `move`. With sampled lists none of which wrote it, a move of a verb and its
+    target is measured by the probability of writing it in the slots of the first list that allows it
+    (`slot_measure`). Without tokens: the log-prob
     of writing it first (`class_logprobs`)."""
     member = member or (lambda h: h.startswith(move))
     offered = [
@@ -265,8 +293,11 @@ def measure(
                 "offer": offer[0], "offer_base": offer[1], "stated": stated[i][0], "stated_base": stated[i][1],
                 "weight": weight, "weight_base": weight_base, "tilt": factors[i],
                 "ratio": draw / draw_base}  # fmt: skip
-    if any(r.tokens for r in rollouts) or not rollouts:
-        return None  # sampled lists, none of which offers the move
+    if any(r.tokens for r in rollouts):  # sampled lists, none of which wrote the move: where it was offered
+        whole = len(move.split()) == 2  # a verb and its target; a verb alone spans targets and decoys
+        return slot_measure(backend, rollouts, move, adapter, temperature, lists=1) if whole else None
+    if not rollouts:
+        return None
     last = rollouts[-1]
     parent = json.loads(last.action).get("parent", 0)
     got = class_logprobs(backend, last.prompt, last.json_schema, move, parent, adapter, temperature)
