@@ -6,19 +6,20 @@ S·TE·PS, incre·ase· ·S·TE·PS, ...) and never as the tokenizer splits it (
 raises the spelling it was sampled in, so its credit spread over spellings the sampler rarely repeated,
 and a measure of the move had to guess which spellings to sum.
 
-`Spelling` narrows a grammar's mask inside the fields whose values start with a known phrase: string
-enums and consts, and the phrases a schema lists under `PHRASES` (the moves a directed hypothesis is
-offered). While a field's text is a prefix of one of its phrases, written in the tokenizer's own tokens
-so far, a token that keeps it a prefix of that phrase is allowed only if it is the phrase's next token in
-that spelling; tokens that leave every phrase stay allowed (a free field is only kept from misspelling a
-phrase; the grammar decides the rest). So each phrase has one spelling, the tokenizer's, the one its
-`encode` gives: a measure or a replay that tokenizes the phrase finds the sampled tokens.
+`Spelling` narrows a grammar's mask inside the fields whose values start with a known phrase (string
+enums and consts, and the phrases a schema lists under `PHRASES`: the moves a directed hypothesis is
+offered) and inside property names (the model wrote `c·andi·da·t·es` for `candidates`). While a field's
+text is a prefix of one of its phrases, written in the tokenizer's own tokens so far, a token that keeps
+it a prefix of that phrase is allowed only if it is the phrase's next token in that spelling; tokens that
+leave every phrase stay allowed (a free field is only kept from misspelling a phrase; the grammar decides
+the rest). So each phrase has one spelling, the tokenizer's, the one its `encode` gives: a measure or a
+replay that tokenizes the phrase finds the sampled tokens.
 
 `SpelledMatcher` applies it around an xgrammar matcher (the same calls), in sampling and in replay
 (`policy.backends.grammar.GrammarCache`). A completion sampled without it (by vLLM or a server, which
 constrain their own decoding, and are sent schemas `without_phrases`) may misspell a phrase; its replay
-then falls back to the grammar alone, the masks it was sampled under. Not handled: a phrase that is a prefix of another phrase's word ("X" and
-"XY" as targets), where the longer one's tail is not narrowed.
+then falls back to the grammar alone, the masks it was sampled under. Not handled: a phrase that is a
+prefix of another phrase's word ("X" and "XY" as targets), where the longer one's tail is not narrowed.
 """
 
 from __future__ import annotations
