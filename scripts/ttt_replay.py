@@ -13,7 +13,8 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
-       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--replay 0 3] [--json out.json]
+       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--replay 0 3] [--kl-max 0.01]
+       [--json out.json]
 """
 
 from __future__ import annotations
@@ -68,11 +69,11 @@ def groups_of(run_dir: Path, reward: str | None = None) -> list[list]:
 def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
-    weight_coef: float = 0.0, replay_rounds: int = 0,
+    weight_coef: float = 0.0, replay_rounds: int = 0, kl_max: float | None = GRPOConfig().kl_max,
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     config = GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on,
-                        weight_coef=weight_coef, replay=replay_rounds)  # fmt: skip
+                        weight_coef=weight_coef, replay=replay_rounds, kl_max=kl_max)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp()), temperature=temperature, seed=seed)
     earlier: list[ActionGroup] = []  # the groups trained on so far, newest last
     trainer.start()
@@ -183,6 +184,8 @@ def main() -> int:
                     help="the stated-probability loss's weight (GRPOConfig.weight_coef); several: replay each")  # fmt: skip
     ap.add_argument("--replay", type=int, nargs="+", default=[0],
                     help="earlier rounds' groups each update trains on again (GRPOConfig.replay); several: replay each")  # fmt: skip
+    ap.add_argument("--kl-max", type=float, default=GRPOConfig().kl_max,
+                    help="an update's KL bound per token (ttt.grpo.kl_max); 0: none")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -216,6 +219,7 @@ def main() -> int:
                 on,
                 w,
                 rep,
+                args.kl_max or None,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]
