@@ -49,7 +49,7 @@ def test_a_fresh_adapter_implies_nothing_and_an_update_raises_the_rewarded_move(
     assert move_log_ratios(tiny_backend, ADAPTER, prop.messages, prop.json_schema, [([], [])]) == [None]
 
 
-def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> list[dict]:
+def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str, seed: int = 0) -> list[dict]:
     """`arts search` on the toy task with the tiny model as scientist and RuleBackend as executor, 2 rounds;
     the run's draw events."""
     from arts.search.cli.main import main
@@ -57,7 +57,7 @@ def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> lis
 
     tiny_scientist(monkeypatch, tiny_model_dir)
     run = tmp_path / name
-    argv = ["search", str(tmp_path / "task"), "--run-dir", str(run), "--rounds", "2", "--evals", "400", "-q",
+    argv = ["search", str(tmp_path / "task"), "--run-dir", str(run), "--rounds", "2", "--evals", "400", "-q", "--seed", str(seed),
             "--set", "executor_model.backend=rules", "--set", "scientist.audits=0", "--set", "scientist.inspect=0",
             "--set", "scientist.candidates=2", "--set", "scientist.max_tokens=640", "--set", "group=2"]  # fmt: skip
     for s in sets:
@@ -69,23 +69,38 @@ def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> lis
 
 def test_a_warm_start_tilts_the_draw_through_arts_search(monkeypatch, tmp_path, tiny_model_dir, tiny_backend):
     """The same lists (same seed, same adapter), drawn with the tilt and without: with a steep tilt each list
-    draws its candidate of the largest log-ratio, so what is run differs because of what the adapter learned."""
+    draws, of the candidates it gives any probability, the one of the largest log-ratio, so what is run
+    differs because of what the adapter learned."""
     trainer, _ = _trained(tmp_path, tiny_backend, 3)
     make_task(tmp_path / "task")
     warm = f"scientist.adapter={trainer.checkpoint}"
-    flat = _search(monkeypatch, tmp_path, tiny_model_dir, "flat", warm, "scientist.tilt=0")
+    # seed 6: round 1's lists state a probability above 0 for both their candidates, so a tilt can move
+    # the draw there (at seed 0 each list gave one candidate 0, which no tilt raises)
+    flat = _search(monkeypatch, tmp_path, tiny_model_dir, "flat", warm, "scientist.tilt=0", seed=6)
     steep = _search(
-        monkeypatch, tmp_path, tiny_model_dir, "steep", warm, "scientist.tilt=50", "scientist.tilt_cap=50"
+        monkeypatch,
+        tmp_path,
+        tiny_model_dir,
+        "steep",
+        warm,
+        "scientist.tilt=50",
+        "scientist.tilt_cap=50",
+        seed=6,
     )
     assert flat and steep and all("move_log_ratios" not in d for d in flat)
     assert flat[0]["candidates"] == steep[0]["candidates"]  # the first round's lists are the same
+    listed = flat[0]["candidates"]
+    assert any(all(c["probability"] > 0 for c in listed[i : i + 2]) for i in (0, 2)), (
+        "no list a tilt can move"
+    )
     changed = False
     for d in steep:
         ratios, per_list = d["move_log_ratios"], 2
         assert len(ratios) == len(d["candidates"]) and any(abs(r) > 1e-3 for r in ratios)
         for index, *_ in d["drawn"]:
             first = index - index % per_list
-            mine = ratios[first : first + per_list]
+            weighed = zip(ratios[first : first + per_list], d["candidates"][first : first + per_list])
+            mine = [r for r, c in weighed if c["probability"] > 0]  # a weight of 0 stays 0 under any tilt
             assert ratios[index] == max(mine) or max(mine) - ratios[index] < 0.1  # admissible ones only
     for a, b in zip(flat[:1], steep[:1]):  # later rounds start from other nodes
         changed |= [x[0] for x in a["drawn"]] != [x[0] for x in b["drawn"]] or any(
