@@ -36,6 +36,7 @@ import torch  # noqa: E402
 from pydantic import BaseModel, Field, create_model  # noqa: E402
 
 from arts.policy.backends import decoding, prefixes  # noqa: E402
+from arts.policy.backends.spelling import written  # noqa: E402
 from arts.policy.backends.transformers import TransformersBackend  # noqa: E402
 from arts.policy.base import Request, Sampling  # noqa: E402
 from arts.policy.edits.prompt import action_prompt  # noqa: E402
@@ -219,8 +220,10 @@ def spelled_proposals(backend: TransformersBackend, prompt: str, n: int, seeds: 
             tokens, seconds = tokens + tokens_of(got), seconds + s
             for c in got[0]:
                 parsed += c.ok
+                pieces = [backend.tokenizer.decode([t]) for t in c.token_ids]
                 for move in move_phrases(moves):
-                    seen.setdefault(move, set()).update(_spellings(backend, c.token_ids, move))
+                    found = {tuple(c.token_ids[i:j]) for i, j in written(pieces, move)}
+                    seen.setdefault(move, set()).update(found)
         out[label] = [tokens, seconds]
         out[f"{label}: parsed"] = parsed
         out[f"{label}: spellings per move written"] = round(
@@ -228,21 +231,6 @@ def spelled_proposals(backend: TransformersBackend, prompt: str, n: int, seeds: 
         )
     backend.grammars.spelling = True
     return out
-
-
-def _spellings(backend: TransformersBackend, token_ids: list[int], move: str) -> set[tuple[int, ...]]:
-    """The token runs of a completion that spell `move` exactly (token-aligned at both ends)."""
-    pieces = [backend.tokenizer.decode([t]) for t in token_ids]
-    found = set()
-    for i in range(len(pieces)):
-        text = ""
-        for j in range(i, len(pieces)):
-            text += pieces[j]
-            if text == move:
-                found.add(tuple(token_ids[i : j + 1]))
-            if not move.startswith(text):
-                break
-    return found
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import re
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from arts.policy.backends.spelling import written  # noqa: E402
 from arts.search.cli.runs import _load_run  # noqa: E402
 from arts.search.config import ModelConfig  # noqa: E402
 from arts.search.run import make_backend  # noqa: E402
@@ -91,9 +91,8 @@ def spellings(runs: list[Path], move: str) -> None:
         for tokens in {tuple(r.tokens) for r in state.rollouts.values() if r.tokens}:
             lists += 1
             pieces = [tok.decode([t]) for t in tokens]
-            ends = [len("".join(pieces[: i + 1])) for i in range(len(pieces))]
-            for m in re.finditer(re.escape(move), "".join(pieces)):
-                counts[tuple(p for p, e in zip(pieces, ends) if e > m.start() and e - len(p) < m.end())] += 1
+            for i, j in written(pieces, move):
+                counts[tuple(pieces[i:j])] += 1
     print(f"{lists} lists; {sum(counts.values())} writings of {move!r} in {len(counts)} spellings")
     for split, n in counts.most_common():
         print(f"  {n:4d}  {'·'.join(split)!r}")

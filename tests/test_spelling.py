@@ -104,3 +104,12 @@ def test_schemas_sent_to_servers_leave_the_phrase_lists_out():
     assert PHRASES in json.dumps(schema.model_json_schema())
     sent = json_schema_format(schema)["json_schema"]["schema"]
     assert PHRASES not in json.dumps(sent) and "pattern" in json.dumps(sent)
+
+
+def test_where_a_completion_wrote_a_phrase_is_the_tokens_that_cover_it():
+    from arts.policy.backends.spelling import written
+
+    pieces = ['"', "incre", "ase", " S", "TE", "PS", '",', ' "', "increase", " STE", "PS"]
+    assert written(pieces, "increase STEPS") == [(1, 6), (8, 11)]
+    assert written(["xincrease", " STEPS"], "increase STEPS") == [(0, 2)]  # a token shared with the text before
+    assert written(pieces, "decrease STEPS") == []

@@ -158,18 +158,25 @@ class SpelledMatcher:
     def __init__(self, matcher: Any, spelling: Spelling, vocab: list[bytes]):
         self.matcher, self.spelling, self._vocab = matcher, spelling, vocab
         self.text = b""
+        self._last: tuple[int, Rule | None] = (-1, None)
         self.misspelled = False
         """Whether a token was refused for its spelling alone (`accept_token`)."""
 
+    def _rule(self) -> Rule | None:
+        """The rule after the text so far, looked up once per token (filling and accepting both ask)."""
+        if self._last[0] != len(self.text):
+            self._last = (len(self.text), self.spelling.rule(self.text))
+        return self._last[1]
+
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> bool:
         need = self.matcher.fill_next_token_bitmask(bitmask, index)
-        rule = self.spelling.rule(self.text)
+        rule = self._rule()
         if rule is not None:
             bitmask[index] &= rule.packed.to(bitmask.device)
         return bool(need) or rule is not None
 
     def accept_token(self, token: int) -> bool:
-        rule = self.spelling.rule(self.text)
+        rule = self._rule()
         if rule is not None and token in rule.banned:
             self.misspelled = True
             return False
@@ -191,6 +198,18 @@ def without_phrases(schema: Any) -> Any:
     if isinstance(schema, list):
         return [without_phrases(v) for v in schema]
     return schema
+
+
+def written(pieces: list[str], phrase: str) -> list[tuple[int, int]]:
+    """Where a completion wrote `phrase`, given its tokens' texts: for each occurrence the token span
+    [i, j) that covers it (a token shared with the text around it included)."""
+    ends = list(itertools.accumulate(map(len, pieces)))
+    text = "".join(pieces)
+    out = []
+    for m in re.finditer(re.escape(phrase), text):
+        covering = [i for i, e in enumerate(ends) if e > m.start() and e - len(pieces[i]) < m.end()]
+        out.append((covering[0], covering[-1] + 1))
+    return out
 
 
 def phrases_of(schema_text: str) -> dict[str, tuple[str, ...]]:
