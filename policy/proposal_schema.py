@@ -13,7 +13,7 @@ from typing import Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from arts.policy.backends.spelling import PHRASES
+from arts.policy.backends.spelling import HEAT, PHRASES
 from arts.policy.candidates import Candidate
 from arts.policy.edits.moves import Moves, directed_target
 
@@ -179,17 +179,21 @@ def proposal_schema(
     refinable: list[int] | None = None,
     plan_axes: list[str] | None = None,
     axis_first: bool = False,
+    heat: float = 1.0,
 ) -> type[BaseModel]:
     """K candidates; with `patterns` (one per candidate, see `spread`), candidate i's hypothesis follows
     pattern i (a JSON-schema tuple, which xgrammar enforces position by position), and its axis and
-    region name one of `shares[i]`'s targets and kinds."""
+    region name one of `shares[i]`'s targets and kinds; `heat` (not 1) is the factor on the temperature
+    at a phrase choice (`policy.backends.spelling.HEAT`), kept in the schema so replay finds it."""
     if patterns:
         shares = shares or [None] * len(patterns)
         items = tuple(
             candidate_item(parent_ids, observation_ids, p, m, axis_first=axis_first)
             for p, m in zip(patterns, shares)
         )
-        return create_model("Proposal", __config__=ConfigDict(extra="forbid"), candidates=(tuple[items], ...))
+        extra = {HEAT: heat} if heat != 1.0 else None
+        config = ConfigDict(extra="forbid", json_schema_extra=extra)
+        return create_model("Proposal", __config__=config, candidates=(tuple[items], ...))
     cand = candidate_item(
         parent_ids, observation_ids, refinable=refinable, plan_axes=plan_axes, axis_first=axis_first
     )

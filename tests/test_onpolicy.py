@@ -86,9 +86,10 @@ def test_old_logprobs_are_the_sampling_policys_at_the_default_temperature(
     drawn: list[float] = []
     choose = decoding.choose_tokens
 
-    def recording(logits, temp, top_p, generator):  # the masked logits the sampler draws from
-        chosen = choose(logits, temp, top_p, generator)
-        drawn.extend(torch.log_softmax(logits / temp, -1).gather(1, chosen[:, None]).squeeze(1).tolist())
+    def recording(logits, temp, top_p, generator, scales=None):  # the masked logits the sampler draws from
+        chosen = choose(logits, temp, top_p, generator, scales)
+        hot = logits / (temp * torch.tensor(scales or [1.0] * len(logits))[:, None])
+        drawn.extend(torch.log_softmax(hot, -1).gather(1, chosen[:, None]).squeeze(1).tolist())
         return chosen
 
     monkeypatch.setattr(decoding, "choose_tokens", recording)

@@ -85,7 +85,7 @@ def test_a_schema_lists_its_phrases_and_a_free_field_keeps_its_text(tiny_backend
     grammars, tok = tiny_backend.grammars, tiny_backend.tokenizer
     for text in ("increment by one", "increase STEPS now"):
         tokens = tok.encode(json.dumps({"note": text}), add_special_tokens=False) + [tok.eos_token_id]
-        masks, rejected = grammars.replay_bitmasks(free, tokens)
+        masks, rejected, *_ = grammars.replay_bitmasks(free, tokens)
         assert rejected is None
     matcher = grammars.matcher(free)
     for t in tok.encode('{"note": "incre', add_special_tokens=False):
@@ -113,3 +113,41 @@ def test_where_a_completion_wrote_a_phrase_is_the_tokens_that_cover_it():
     assert written(pieces, "increase STEPS") == [(1, 6), (8, 11)]
     assert written(["xincrease", " STEPS"], "increase STEPS") == [(0, 2)]  # a token shared with the text before
     assert written(pieces, "decrease STEPS") == []
+
+
+def test_a_phrase_choice_is_drawn_at_the_schemas_heat_and_replay_scores_it_there(tiny_backend):
+    """The axis's first token (STEPS or CHUNK) is a phrase choice: sampled at the schema's heat times the
+    temperature, and replay marks the same position with the same factor, so the frequency with which
+    the sampler wrote STEPS matches the probability training scores for it; at heat 1 the score would not
+    (a cold heat, 0.05, makes the gap plain on a random tiny model)."""
+    import torch
+
+    from arts.training.logprobs import span_targets, target_scores
+
+    patterns = [directed_pattern(m) for m in MOVES]
+    schema = proposal_schema([0, 4], 2, patterns=patterns, shares=MOVES, axis_first=True, heat=0.05)
+    tok, grammars = tiny_backend.tokenizer, tiny_backend.grammars
+    grammars.spelling = True
+    steps = tok.encode("STEPS", add_special_tokens=False)[0]
+    sampling = Sampling(temperature=1.0, max_tokens=24, seed=5)
+    drawn = tiny_backend.generate(PROMPT, n=200, sampling=sampling, schema=schema)[0]
+    json_schema, prompt_ids = schema.model_json_schema(), tiny_backend.encode_prompt(PROMPT)
+    wrote, hot, flat = [], [], []
+    for c in drawn:
+        got = grammars.replay_bitmasks(json_schema, c.token_ids)
+        at = next(i for i, s in enumerate(got.scales) if s != 1.0)
+        assert got.scales[at] == 0.05 and tok.decode(c.token_ids[:at]).endswith('"axis": "')
+        wrote.append(c.token_ids[at] == steps)
+        (target,) = span_targets(tiny_backend, json_schema, c.token_ids[: at + 1], [(at, at + 1)])
+        for out in (hot, flat):
+            seen: dict = {}
+            with torch.no_grad():
+                keep = lambda every, seen=seen: seen.setdefault("every", every)  # noqa: E731
+                target_scores(
+                    tiny_backend.model, prompt_ids, [target], tok.eos_token_id, 1.0, distribution=keep
+                )
+            out.append(float(seen["every"][0, at, steps].exp()))
+            target.scales = None  # the second pass: as if drawn at the temperature alone
+    frequency = sum(wrote) / len(wrote)
+    assert abs(frequency - sum(hot) / len(hot)) < 0.1
+    assert abs(frequency - sum(flat) / len(flat)) > 0.2

@@ -88,6 +88,9 @@ class ActionTarget:
     stated_at: tuple[int, int | None] | None = None
     """Where the candidate's stated probability is written (`stated_positions`), for a loss on what the
     draw weighs it by; None: no such loss."""
+    scales: list[float] | None = None
+    """The factor on the temperature each token was drawn at (a phrase choice's heat,
+    `policy.backends.spelling.HEAT`); None: 1 everywhere."""
 
     @property
     def trained(self) -> tuple[int, int]:
@@ -107,8 +110,10 @@ def build_targets(backend: Any, schema: type[BaseModel], texts: list[str]) -> li
     out: list[ActionTarget | None] = []
     for text in texts:
         tokens = backend.tokenizer.encode(text, add_special_tokens=False) + [stop]
-        masks, rejected = backend.grammars.replay_bitmasks(schema, tokens)
-        out.append(None if rejected is not None else ActionTarget(tokens, masks.clone()))
+        got = backend.grammars.replay_bitmasks(schema, tokens)
+        out.append(
+            None if got.rejected is not None else ActionTarget(tokens, got.masks.clone(), scales=got.scales)
+        )
     return out
 
 
@@ -117,10 +122,13 @@ def span_targets(
 ) -> list[ActionTarget] | None:
     """Targets for candidates drawn from one sampled proposal: its tokens up to each candidate's end, the
     proposal grammar's replayed masks, the candidate's span; None when the grammar rejects the tokens."""
-    masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens)
-    if rejected is not None:
+    got = backend.grammars.replay_bitmasks(json_schema, tokens)
+    if got.rejected is not None:
         return None
-    return [ActionTarget(tokens[:end], masks[:end].clone(), (start, end)) for start, end in spans]
+    return [
+        ActionTarget(tokens[:end], got.masks[:end].clone(), (start, end), scales=got.scales[:end])
+        for start, end in spans
+    ]
 
 
 def loss_mask(targets: list[ActionTarget], shape: tuple[int, int]) -> torch.Tensor:
@@ -178,18 +186,24 @@ def shared_rows(targets: list[ActionTarget]) -> tuple[list[ActionTarget], list[i
     return rows, index
 
 
-def pack(targets: list[ActionTarget], pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-padded (ids (N, L), mask (N, L) bool, allowed (N, L, W)); padding is all-allowed."""
+def pack(
+    targets: list[ActionTarget], pad_id: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Right-padded (ids (N, L), mask (N, L) bool, allowed (N, L, W), scales (N, L) or None when every
+    factor is 1); padding is all-allowed, at factor 1."""
     length = max(len(t.tokens) for t in targets)
     width = targets[0].allowed.shape[-1]
     ids = torch.full((len(targets), length), pad_id, dtype=torch.long)
     mask = torch.zeros((len(targets), length), dtype=torch.bool)
     allowed = torch.full((len(targets), length, width), -1, dtype=torch.int32)
+    scales = torch.ones((len(targets), length))
     for row, t in enumerate(targets):
         ids[row, : len(t.tokens)] = torch.tensor(t.tokens)
         mask[row, : len(t.tokens)] = True
         allowed[row, : len(t.tokens)] = t.allowed
-    return ids, mask, allowed
+        if t.scales is not None:
+            scales[row, : len(t.tokens)] = torch.tensor(t.scales)
+    return ids, mask, allowed, (scales if bool((scales != 1).any()) else None)
 
 
 def target_logprobs(
@@ -198,9 +212,9 @@ def target_logprobs(
     """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
     softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask."""
     rows, index = shared_rows(targets)
-    ids, mask, allowed = pack(rows, pad_id)
+    ids, mask, allowed, scales = pack(rows, pad_id)
     values = completion_logprobs(
-        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature
+        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, scales=scales
     )
     at = torch.tensor(index, device=values.device)
     return values[at], mask.to(values.device)[at]
@@ -214,12 +228,12 @@ def target_scores(
     entropy without gradients): the update's diagnostics come from the forward it trains on.
     `prompt_grad`, `distribution`: as `completion_logprobs`'s."""
     rows, index = shared_rows(targets)
-    ids, mask, allowed = pack(rows, pad_id)
+    ids, mask, allowed, scales = pack(rows, pad_id)
     at = torch.tensor(index)
     per_target = (lambda every: distribution(every[at.to(every.device)])) if distribution else None
     values, entropy = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True,
-        prompt_grad=prompt_grad, distribution=per_target,
+        prompt_grad=prompt_grad, distribution=per_target, scales=scales,
     )  # fmt: skip
     at = at.to(values.device)
     return values[at], mask.to(values.device)[at], entropy[at]

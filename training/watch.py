@@ -55,10 +55,10 @@ def class_logprobs(
     tokens = tok.encode(before + move, add_special_tokens=False)
     # from the first token that reaches past the head (a token may straddle the quote)
     start = max(i for i in range(len(tokens) + 1) if len(tok.decode(tokens[:i])) <= len(before))
-    masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens)
-    if rejected is not None:
+    got = backend.grammars.replay_bitmasks(json_schema, tokens)
+    if got.rejected is not None:
         return None
-    target = ActionTarget(tokens, masks.clone(), (start, len(tokens)))
+    target = ActionTarget(tokens, got.masks.clone(), (start, len(tokens)), scales=got.scales)
     tuned, base = tuned_and_base(backend, adapter, backend.encode_prompt(prompt), [target], temperature)
     return math.fsum(tuned[0][start:]), math.fsum(base[0][start:])
 
@@ -122,10 +122,10 @@ def offer_probability(
     end = boundary(tok, tokens, at + len(move))
     if end is None:
         return None
-    masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:end])
-    if rejected is not None:
+    got = backend.grammars.replay_bitmasks(json_schema, tokens[:end])
+    if got.rejected is not None:
         return None
-    target = ActionTarget(tokens[start:end], masks[start:end].clone())
+    target = ActionTarget(tokens[start:end], got.masks[start:end].clone(), scales=got.scales[start:end])
     prompt_ids = backend.encode_prompt(prompt) + tokens[:start]
     tuned, base = tuned_and_base(backend, adapter, prompt_ids, [target], temperature)
     return math.exp(math.fsum(tuned[0])), math.exp(math.fsum(base[0]))
@@ -159,9 +159,9 @@ def stated_probabilities(
             continue
         targets, values = [], []
         for path, value in paths:
-            masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + path)
-            if rejected is None:
-                targets.append(ActionTarget(path, masks[start:].clone()))
+            got = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + path)
+            if got.rejected is None:
+                targets.append(ActionTarget(path, got.masks[start:].clone(), scales=got.scales[start:]))
                 values.append(value)
         if not targets:
             out.append(None)
@@ -212,10 +212,10 @@ def slot_probabilities(
             + between
             + tok.encode(move, add_special_tokens=False)
         )
-        masks, rejected = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + written)
-        if rejected is not None:
+        got = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + written)
+        if got.rejected is not None:
             continue  # this slot does not offer the move
-        targets = [ActionTarget(written, masks[start:].clone())]
+        targets = [ActionTarget(written, got.masks[start:].clone(), scales=got.scales[start:])]
         both = tuned_and_base(backend, adapter, prompt_ids + tokens[:start], targets, temperature)
         out.append(tuple(math.fsum(math.exp(math.fsum(row)) for row in rows) for rows in both))
     return out

@@ -81,12 +81,21 @@ def _forward(
 
 
 def choose_tokens(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+    logits: torch.Tensor,
+    temperature: float,
+    top_p: float,
+    generator: torch.Generator | None,
+    scales: list[float] | None = None,
 ) -> torch.Tensor:
-    """One token per row: argmax at temperature 0, else a draw from softmax(logits / T) cut to top-p."""
+    """One token per row: argmax at temperature 0, else a draw from softmax(logits / T) cut to top-p;
+    `scales` (one per row) multiply T row by row (a phrase choice drawn hotter)."""
     if temperature == 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits / temperature, dim=-1)
+    if scales is not None and any(s != 1.0 for s in scales):
+        heat = torch.tensor(scales, dtype=logits.dtype, device=logits.device)[:, None]
+        probs = torch.softmax(logits / (temperature * heat), dim=-1)
+    else:
+        probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = probs.sort(dim=-1, descending=True)
         outside = sorted_probs.cumsum(-1) - sorted_probs > top_p  # the most likely token always stays
@@ -196,7 +205,8 @@ def sample_group(
     for step in range(sampling.max_tokens):
         if matchers is not None and bitmask is not None:
             fill_and_apply(logits, [matchers[i] for i in active], bitmask)
-        chosen = choose_tokens(logits, sampling.temperature, sampling.top_p, generator)
+        scales = [getattr(matchers[i], "scale", 1.0) for i in active] if matchers is not None else None
+        chosen = choose_tokens(logits, sampling.temperature, sampling.top_p, generator, scales)
         every = torch.log_softmax(logits, dim=-1)
         logprobs = every.gather(1, chosen[:, None]).squeeze(1)
         tops = _top(every, top_logprobs) if top_logprobs else None
@@ -263,6 +273,7 @@ def completion_logprobs(
     entropy: bool = False,
     prompt_grad: bool = True,
     distribution: Callable[[torch.Tensor], None] | None = None,
+    scales: torch.Tensor | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
 
@@ -276,7 +287,9 @@ def completion_logprobs(
     `prompt_grad` the prompt runs without gradients: the values are the same, and the gradient reaches the
     weights through the completions' positions only (the prompt's keys and values taken as given).
     `distribution`, when given, is called with the (N, L, V) masked, tempered log-probabilities of every
-    token at every position (with gradients), for a loss on more than the sampled tokens.
+    token at every position (with gradients), for a loss on more than the sampled tokens. `scales`
+    (N, L), when given, multiplies the temperature position by position (a phrase choice drawn hotter,
+    `policy.backends.spelling.HEAT`).
     """
     hf = hf_model(model)
     device = next(hf.parameters()).device
@@ -289,7 +302,9 @@ def completion_logprobs(
         cache.batch_repeat_interleave(n)
         logits = torch.cat([logits, _forward(hf, completion_ids[:, :-1], cache)], dim=1)
     logits = logits.float()
-    if temperature != 1.0:
+    if scales is not None:
+        logits = logits / (temperature * scales.to(device)[..., None])
+    elif temperature != 1.0:
         logits = logits / temperature
     if allowed is not None:
         ok = unpack_bitmask(allowed.to(device), logits.shape[-1])

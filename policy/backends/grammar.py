@@ -18,13 +18,13 @@ from __future__ import annotations
 import json
 import re
 import sys
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import xgrammar as xgr
 from pydantic import BaseModel
 
-from arts.policy.backends.spelling import SpelledMatcher, Spelling, by_bytes, phrases_of
+from arts.policy.backends.spelling import SpelledMatcher, Spelling, by_bytes, phrases_of, schema_heat
 from arts.policy.parsing import schema_key
 
 
@@ -68,7 +68,9 @@ class GrammarCache:
         key = json.dumps(schema) if isinstance(schema, dict) else schema_key(schema)
         if key not in self._spellings:
             width = (self.vocab_size + 31) // 32
-            self._spellings[key] = Spelling(phrases_of(key), self._vocab, self._texts, self._encode, width)
+            self._spellings[key] = Spelling(
+                phrases_of(key), self._vocab, self._texts, self._encode, width, schema_heat(json.loads(key))
+            )
         return self._spellings[key] or None
 
     def matcher(self, schema: type[BaseModel] | dict, spelled: bool = True) -> Any:
@@ -83,29 +85,38 @@ class GrammarCache:
     def bitmask(self, rows: int) -> torch.Tensor:
         return xgr.allocate_token_bitmask(rows, self.vocab_size)
 
-    def replay_bitmasks(
-        self, schema: type[BaseModel] | dict, token_ids: list[int]
-    ) -> tuple[torch.Tensor, int | None]:
-        """The packed mask before each token of `token_ids`, as sampling saw it: (len, ceil(V/32)) int32.
-
-        Also returns the index of the first token the grammar rejects (None when all are accepted);
-        from there on the masks are all-ones (nothing to replay), and that token's probability is zero.
+    def replay_bitmasks(self, schema: type[BaseModel] | dict, token_ids: list[int]) -> Replay:
+        """The packed mask before each token of `token_ids`, as sampling saw it: (len, ceil(V/32)) int32;
+        the index of the first token the grammar rejects (None when all are accepted; from there on the
+        masks are all-ones, nothing to replay, and that token's probability is zero); and the factor on
+        the temperature each token was drawn at (`SpelledMatcher.scale`).
         Tokens that misspell a phrase were sampled without the spelling rules (by another backend): they
-        are replayed under the grammar alone.
+        are replayed under the grammar alone (no factor either).
         """
-        masks, rejected, matcher = self._replay(self.matcher(schema), token_ids)
-        if rejected is not None and getattr(matcher, "misspelled", False):
-            masks, rejected, _ = self._replay(self.matcher(schema, spelled=False), token_ids)
-        return masks, rejected
+        got = self._replay(self.matcher(schema), token_ids)
+        if got.rejected is not None and got.misspelled:
+            got = self._replay(self.matcher(schema, spelled=False), token_ids)
+        return got
 
-    def _replay(self, matcher: Any, token_ids: list[int]) -> tuple[torch.Tensor, int | None, Any]:
+    def _replay(self, matcher: Any, token_ids: list[int]) -> Replay:
         masks = self.bitmask(max(len(token_ids), 1))[: len(token_ids)]
+        scales = [1.0] * len(token_ids)
         for i, token in enumerate(token_ids):
             matcher.fill_next_token_bitmask(masks, i)
+            scales[i] = getattr(matcher, "scale", 1.0)
             if not matcher.accept_token(token):
                 masks[i + 1 :] = -1
-                return masks, i, matcher
-        return masks, None, matcher
+                return Replay(masks, i, scales, getattr(matcher, "misspelled", False))
+        return Replay(masks, None, scales)
+
+
+class Replay(NamedTuple):
+    """A completion's grammar replayed (`GrammarCache.replay_bitmasks`)."""
+
+    masks: torch.Tensor
+    rejected: int | None
+    scales: list[float]
+    misspelled: bool = False
 
 
 def fill_and_apply(logits: torch.Tensor, matchers: list[Any], bitmask: torch.Tensor) -> None:

@@ -104,7 +104,8 @@ def _joined(model: Any, caches: list[DynamicCache]) -> tuple[DynamicCache, torch
 def _choose(row: Row, logits: torch.Tensor) -> tuple[int, float]:
     """The row's token from its logits (already masked), and its log-prob."""
     s = row.sampling
-    token = int(choose_tokens(logits[None], s.temperature, s.top_p, row.generator)[0])
+    scale = [getattr(row.matcher, "scale", 1.0)] if row.matcher is not None else None
+    token = int(choose_tokens(logits[None], s.temperature, s.top_p, row.generator, scale)[0])
     return token, float(torch.log_softmax(logits, dim=-1)[token])
 
 

@@ -18,7 +18,15 @@ replay that tokenizes the phrase finds the sampled tokens.
 `SpelledMatcher` applies it around an xgrammar matcher (the same calls), in sampling and in replay
 (`policy.backends.grammar.GrammarCache`). A completion sampled without it (by vLLM or a server, which
 constrain their own decoding, and are sent schemas `without_phrases`) may misspell a phrase; its replay
-then falls back to the grammar alone, the masks it was sampled under. Not handled: a phrase that is a
+then falls back to the grammar alone, the masks it was sampled under.
+
+One spelling also marks where a phrase is chosen: the token at which the phrases a field's text may
+still become part (the targets of an axis, `increase` against `decrease`) is a choice (`Rule.choice`).
+A schema may ask for that token to be drawn hotter than the rest (`HEAT`, a factor on the temperature):
+exploration of what is run, without heating the stated probabilities, the parent or the free text. The
+embedded model gives its first-listed target most of the mass at that token (on probe-quadrature,
+`increase STEPS`, the move that paid, was written in 13 of 94 lists); replay marks the same tokens
+(`SpelledMatcher.scale`), so training scores the distribution that drew them. Not handled: a phrase that is a
 prefix of another phrase's word ("X" and "XY" as targets), where the longer one's tail is not narrowed.
 """
 
@@ -40,6 +48,15 @@ PHRASES = "x-phrases"
 
 NAMES = ""
 """The key of `schema_phrases` under which the property names are listed (a name is a phrase too)."""
+
+HEAT = "x-choice-heat"
+"""The JSON-schema keyword (at the root) giving the factor the sampling temperature is multiplied by at a
+phrase choice (`Rule.choice`); absent: 1, no change."""
+
+
+def schema_heat(schema: dict[str, Any]) -> float:
+    """The schema's `HEAT` (1.0 when it names none)."""
+    return float(schema.get(HEAT, 1.0)) if isinstance(schema, dict) else 1.0
 
 
 def schema_phrases(schema: dict[str, Any]) -> dict[str, tuple[str, ...]]:
@@ -79,8 +96,11 @@ class Rule:
     """What a field's text so far allows next: the misspelling tokens, and the mask without them."""
 
     banned: frozenset[int]
-    packed: torch.Tensor
-    """(ceil(V/32),) int32: every bit set but the banned tokens'."""
+    packed: torch.Tensor | None
+    """(ceil(V/32),) int32: every bit set but the banned tokens'; None when none is banned."""
+    choice: bool = False
+    """The phrases the text is a prefix of part here (two or more next tokens: a target, a verb): the
+    token that chooses among them is drawn at the schema's `HEAT` times the temperature."""
 
 
 class Spelling:
@@ -93,10 +113,11 @@ class Spelling:
         texts: dict[bytes, list[int]],
         encode: Callable[[str], list[int]],
         width: int,
+        heat: float = 1.0,
     ):
         """`vocab`: each token's bytes; `texts`: `by_bytes(vocab)`; `encode`: the tokenizer's split of a
-        text; `width`: the packed mask's words."""
-        self._by_bytes, self._width = texts, width
+        text; `width`: the packed mask's words; `heat`: the schema's `HEAT`."""
+        self._by_bytes, self._width, self.heat = texts, width, heat
         self._phrases: dict[bytes, list[tuple[bytes, list[int], list[int]]]] = {}
         for key, words in phrases.items():
             for word in words:
@@ -141,15 +162,16 @@ class Spelling:
             for j in range(1, len(rest) + 1):
                 banned.update(self._by_bytes.get(rest[:j], ()))
         banned -= canonical
+        choice = len(canonical) > 1 and key != NAMES.encode()
         if not banned:
-            return None
+            return Rule(frozenset(), None, choice) if choice else None
         import numpy as np  # here: the wire helpers above are imported where torch need not be
         import torch
 
         bits = np.ones(self._width * 32, dtype=bool)
         bits[sorted(banned)] = False
         packed = torch.from_numpy(np.packbits(bits, bitorder="little").view(np.int32).copy())
-        return Rule(frozenset(banned), packed)
+        return Rule(frozenset(banned), packed, choice)
 
 
 class SpelledMatcher:
@@ -171,9 +193,15 @@ class SpelledMatcher:
     def fill_next_token_bitmask(self, bitmask: torch.Tensor, index: int = 0) -> bool:
         need = self.matcher.fill_next_token_bitmask(bitmask, index)
         rule = self._rule()
-        if rule is not None:
+        if rule is not None and rule.packed is not None:
             bitmask[index] &= rule.packed.to(bitmask.device)
         return bool(need) or rule is not None
+
+    @property
+    def scale(self) -> float:
+        """The factor on the temperature for the next token: the spelling's heat at a phrase choice, else 1."""
+        rule = self._rule()
+        return self.spelling.heat if rule is not None and rule.choice else 1.0
 
     def accept_token(self, token: int) -> bool:
         rule = self._rule()
@@ -194,7 +222,7 @@ def without_phrases(schema: Any) -> Any:
     API, `arts serve`), where a strict JSON-schema validator may refuse an unknown keyword. There the
     rule keeps only enum values and names (on `arts serve`), or nothing (elsewhere)."""
     if isinstance(schema, dict):
-        return {k: without_phrases(v) for k, v in schema.items() if k != PHRASES}
+        return {k: without_phrases(v) for k, v in schema.items() if k not in (PHRASES, HEAT)}
     if isinstance(schema, list):
         return [without_phrases(v) for v in schema]
     return schema

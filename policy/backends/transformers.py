@@ -327,7 +327,7 @@ class TransformersBackend(LoraAdapters):
         width = self.grammars.bitmask(1).shape[-1]
         masks = torch.full((len(completions), length, width), -1, dtype=torch.int32)
         for row, tokens in enumerate(completions):
-            masks[row, : len(tokens)] = self.grammars.replay_bitmasks(schema, tokens)[0]
+            masks[row, : len(tokens)] = self.grammars.replay_bitmasks(schema, tokens).masks
         return masks
 
     def _usage(self, purpose: str, adapter: str | None) -> Usage:
