@@ -66,9 +66,11 @@ class ScientistConfig(BaseModel):
     """A directed proposal's target and verb tokens (where the phrases a field may still write part,
     `policy.backends.spelling.Rule.choice`) are drawn at this times `temperature`; the stated
     probabilities, the parent and free text stay at `temperature`. Training scores the same tokens at the
-    same heat. Applied by the local backend only (a server constrains its own decoding). The embedded
-    model puts most of a target choice on one target: on probe-quadrature the move that paid was written
-    in 13 of 94 lists at 1 (docs/benchmark.md)."""
+    same heat. Applied by the local backend only (a server constrains its own decoding). It cannot undo a
+    strong prior: on probe-quadrature the embedded model's first slot chose NODE over STEPS by about 5 nats,
+    and the chance of writing `increase STEPS` there rose from 0.001 at 1 to 0.037 at 4; one target per
+    slot (`candidates` at least the number of targets, `spread`) puts every target in every list
+    (docs/benchmark.md, "Exploring the target choice")."""
     max_tokens: int = Field(320, gt=0)
     """Cap on a proposal's tokens; audits and inspections use less."""
     refines: int = Field(0, ge=0, le=10)

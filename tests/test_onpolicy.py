@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from transformers import AutoTokenizer
 
@@ -76,17 +77,21 @@ def test_a_reward_raises_the_drawn_candidates_own_tokens(tmp_path, tiny_backend)
     assert sum(after[s:e]) > sum(before[s:e]) + 0.1
 
 
+@pytest.mark.parametrize("heat", [1.0, 3.0])
 def test_old_logprobs_are_the_sampling_policys_at_the_default_temperature(
-    tmp_path, tiny_backend, monkeypatch
+    tmp_path, tiny_backend, monkeypatch, heat
 ):
     """The scientist samples at its default temperature (not 1): the log-prob the trainer stores for a drawn
-    token, and the one the update recomputes, are those of the distribution the sampler drew it from."""
+    token, and the one the update recomputes, are those of the distribution the sampler drew it from; with
+    a choice heat (a directed proposal's target and verb tokens drawn hotter), those tokens' too."""
     temperature = ScientistConfig().temperature
     assert temperature != 1.0
     drawn: list[float] = []
+    heated: list[float] = []
     choose = decoding.choose_tokens
 
     def recording(logits, temp, top_p, generator, scales=None):  # the masked logits the sampler draws from
+        heated.extend(s for s in scales or [] if s != 1.0)
         chosen = choose(logits, temp, top_p, generator, scales)
         hot = logits / (temp * torch.tensor(scales or [1.0] * len(logits))[:, None])
         drawn.extend(torch.log_softmax(hot, -1).gather(1, chosen[:, None]).squeeze(1).tolist())
@@ -96,10 +101,13 @@ def test_old_logprobs_are_the_sampling_policys_at_the_default_temperature(
     tiny_backend.jump_forward = False  # every token comes from the sampler (forced runs do not)
     trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run", temperature=temperature)
     trainer.start()
-    scientist = Scientist(tiny_backend, ScientistConfig(candidates=3, max_tokens=400), adapter=ADAPTER)
-    prop = scientist.propose(STATE, [1, 2], tail=False, seed=7)
+    config = ScientistConfig(candidates=3, max_tokens=400, choice_heat=heat, axis_first=True)
+    scientist = Scientist(tiny_backend, config, adapter=ADAPTER)
+    targets = {"STEPS": ("increase", "decrease"), "CHUNK": ("increase", "decrease")} if heat != 1 else None
+    prop = scientist.propose(STATE, [1, 2], tail=False, seed=7, targets=targets)
     sampled = prop.completion.token_ids
     assert prop.spans and len(drawn) == len(sampled)
+    assert set(heated) == ({heat} if heat != 1 else set())
     stored = trainer.proposal_logprobs(prop.messages, prop.json_schema, sampled)
     assert max(abs(a - b) for a, b in zip(stored, drawn)) < 1e-4
     at_one = Trainer(tiny_backend, GRPOConfig(), tmp_path / "one").proposal_logprobs(

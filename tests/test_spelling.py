@@ -96,14 +96,27 @@ def test_a_schema_lists_its_phrases_and_a_free_field_keeps_its_text(tiny_backend
 
 
 def test_schemas_sent_to_servers_leave_the_phrase_lists_out():
-    """A strict server may refuse an unknown keyword: `x-phrases` stays local (the grammar is the same)."""
+    """A strict server may refuse an unknown keyword: `x-phrases` and `x-choice-heat` stay local (the grammar
+    is the same)."""
     from arts.policy.backends.chat_format import json_schema_format
-    from arts.policy.backends.spelling import PHRASES
+    from arts.policy.backends.spelling import HEAT, PHRASES
 
-    schema = _schema()
-    assert PHRASES in json.dumps(schema.model_json_schema())
+    patterns = [directed_pattern(m) for m in MOVES]
+    schema = proposal_schema([0, 4], 2, patterns=patterns, shares=MOVES, axis_first=True, heat=2.0)
+    assert PHRASES in json.dumps(schema.model_json_schema()) and HEAT in schema.model_json_schema()
     sent = json_schema_format(schema)["json_schema"]["schema"]
-    assert PHRASES not in json.dumps(sent) and "pattern" in json.dumps(sent)
+    assert PHRASES not in json.dumps(sent) and HEAT not in sent and "pattern" in json.dumps(sent)
+
+
+def test_only_a_backend_that_draws_phrase_choices_itself_gets_a_heat(tiny_backend):
+    """A server constrains its own decoding and would not heat a choice, while replay would: a scientist
+    on one asks for no heat."""
+    from arts.policy.scientist import Scientist, ScientistConfig
+    from tests.doubles import RuleBackend
+
+    config = ScientistConfig(choice_heat=2.0)
+    assert Scientist(tiny_backend, config).heat == 2.0
+    assert Scientist(RuleBackend(), config).heat == 1.0
 
 
 def test_where_a_completion_wrote_a_phrase_is_the_tokens_that_cover_it():
