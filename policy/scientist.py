@@ -250,7 +250,7 @@ class Scientist:
             list(refinable),
             plan_axes,
             axis_first=self.config.axis_first,
-            heat=self.heat if patterns else 1.0,
+            heat=self.heat,
         )
         opened = None
         if patterns and open_targets and open_targets != targets:

@@ -28,7 +28,8 @@ Replay marks the same tokens (`SpelledMatcher.scale`), so training scores the di
 them. A heat opens a choice the model is unsure of, not one it is sure of: on probe-quadrature the
 embedded model put about 5 nats more on its first-listed target than on STEPS, the one that paid, and at
 a heat of 4 wrote `increase STEPS` in 4% of the slots that offered it (`scripts/choice_heat.py`).
-Not handled: a phrase that is a prefix of another phrase's word ("X" and "XY" as targets), where the longer one's tail is not narrowed.
+Not handled: a phrase that is a prefix of another phrase's word ("X" and "XY" as targets), where the
+longer one's tail is not narrowed.
 """
 
 from __future__ import annotations
