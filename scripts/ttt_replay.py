@@ -13,7 +13,7 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
-       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--replay 0 3] [--kl-max 0.01]
+       [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--weight-share on|off|both] [--replay 0 3] [--kl-max 0.01]
        [--json out.json]
 """
 
@@ -70,10 +70,12 @@ def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
     weight_coef: float = 0.0, replay_rounds: int = 0, kl_max: float | None = GRPOConfig().kl_max,
+    weight_share: bool = True,
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     config = GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on,
-                        weight_coef=weight_coef, replay=replay_rounds, kl_max=kl_max)  # fmt: skip
+                        weight_coef=weight_coef, replay=replay_rounds, kl_max=kl_max,
+                        weight_share=weight_share)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp()), temperature=temperature, seed=seed)
     earlier: list[ActionGroup] = []  # the groups trained on so far, newest last
     trainer.start()
@@ -121,7 +123,7 @@ def replay(
             seconds += result.stats.seconds
     check = credit(actions)
     return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef,
-            "replay": replay_rounds, "dtype": dtype,
+            "weight_share": weight_share, "replay": replay_rounds, "dtype": dtype,
             "ratio0": ratio0,
             "updates": updates, "watch": watched,
             "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
@@ -133,6 +135,7 @@ def _name(row: dict) -> str:
         f"lr {row['lr']:g} prompt gradient {'on' if row['prompt_grad'] else 'off'}"
         f" on {row.get('train_on', 'action')}"
         + (f" weight {row['weight_coef']:g}" if row.get("weight_coef") else "")
+        + (" (own value)" if row.get("weight_coef") and not row.get("weight_share", True) else "")
         + (f" replay {row['replay']}" if row.get("replay") else "")
     )
 
@@ -182,6 +185,8 @@ def main() -> int:
                     help="the tokens the loss counts (GRPOConfig.train_on); several: replay each")  # fmt: skip
     ap.add_argument("--weight-coef", type=float, nargs="+", default=[0.0],
                     help="the stated-probability loss's weight (GRPOConfig.weight_coef); several: replay each")  # fmt: skip
+    ap.add_argument("--weight-share", choices=["on", "off", "both"], default="on",
+                    help="that loss on the candidate's share of its list (GRPOConfig.weight_share); both: each")  # fmt: skip
     ap.add_argument("--replay", type=int, nargs="+", default=[0],
                     help="earlier rounds' groups each update trains on again (GRPOConfig.replay); several: replay each")  # fmt: skip
     ap.add_argument("--kl-max", type=float, default=GRPOConfig().kl_max,
@@ -196,15 +201,17 @@ def main() -> int:
         print(f"{run_dir}: {len(groups)} groups with sampled tokens and rewards", flush=True)
         rows = []
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
+        shares = {"on": [True], "off": [False], "both": [True, False]}[args.weight_share]
         settings = [
-            (lr, grad, on, w, rep)
+            (lr, grad, on, w, rep, share)
             for lr in args.lr
             for grad in grads
             for on in args.train_on
             for w in args.weight_coef
             for rep in args.replay
+            for share in shares
         ]
-        for lr, grad, on, w, rep in settings:
+        for lr, grad, on, w, rep, share in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -220,6 +227,7 @@ def main() -> int:
                 w,
                 rep,
                 args.kl_max or None,
+                share,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]

@@ -182,3 +182,40 @@ def test_the_weight_loss_moves_the_stated_probability_the_way_the_advantage_says
     after = stated_probabilities(tiny_backend, prop.messages, prop.json_schema, sampled, ADAPTER)
     rise = [a[0] - b[0] for a, b in zip(after, before)]
     assert rise[0] > 0.1 and all(r < 0 for r in rise[1:])  # measured: +0.29, -0.25, -0.23
+
+
+def test_the_weight_loss_on_shares_ignores_a_rise_every_candidate_shares():
+    """A LoRA step that raises one candidate's digits raises its siblings' too; the draw follows shares.
+    On shares of the list (`ActionTarget.stated_list`) a common rise changes nothing and only a rise of
+    the drawn candidate over its sibling lowers the loss; on its own value any rise does."""
+    from arts.training.logprobs import ActionTarget
+    from arts.training.stated import weight_loss
+
+    ids = (1, 0, list(range(2, 12)))  # "1", "0", then the digits 0-9
+
+    def every(first: int, second: int) -> torch.Tensor:  # two candidates stating "0.<first>", "0.<second>"
+        logits = torch.full((1, 4, 12), -30.0)
+        logits[0, 0, 0] = logits[0, 2, 0] = 0.0  # "0" leads both values
+        logits[0, 1, 2 + first] = logits[0, 3, 2 + second] = 0.0
+        return torch.log_softmax(logits, -1)
+
+    own = ActionTarget([0] * 4, torch.zeros(4, 1), (0, 2), stated_at=(0, 1))
+    share = ActionTarget([0] * 4, torch.zeros(4, 1), (0, 2), stated_at=(0, 1), stated_list=[(0, 1), (2, 3)])
+    loss = {
+        (name, pair): float(weight_loss(every(*pair), [t], [1.0], ids))
+        for name, t in (("own", own), ("share", share))
+        for pair in ((2, 2), (4, 4), (4, 2))
+    }
+    assert loss["own", (4, 4)] < loss["own", (2, 2)] - 0.5
+    assert loss["share", (4, 4)] == pytest.approx(loss["share", (2, 2)]) == pytest.approx(math.log(2))
+    assert loss["share", (4, 2)] == pytest.approx(-math.log(0.45 / 0.7))
+
+
+def test_every_candidate_of_a_sampled_list_is_found_where_it_states_its_probability(tmp_path, tiny_backend):
+    from arts.training.stated import list_stated_positions
+
+    Trainer(tiny_backend, GRPOConfig(), tmp_path / "run").start()
+    prop = sampled_proposal(tiny_backend)
+    sampled, spans = prop.completion.token_ids, prop.spans
+    found = list_stated_positions(tiny_backend.tokenizer, sampled)
+    assert found == [stated_positions(tiny_backend.tokenizer, sampled, s) for s in spans]

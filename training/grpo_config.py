@@ -39,6 +39,10 @@ class GRPOConfig(BaseModel):
     weight_coef: float = Field(0.0, ge=0)
     """Weight of a loss that moves each drawn candidate's expected stated probability, which the draw
     follows, the way its advantage says (`training.stated`); 0: off."""
+    weight_share: bool = True
+    """With `weight_coef`: the loss is on each drawn candidate's share of its list's stated probabilities
+    (what the draw follows; the whole list enters the forward) rather than on its own value, which a
+    LoRA step moves for every candidate alike (`training.stated`)."""
     learn_forced: bool = False
     """Score a move the compass poll forced (`scientist.poll`) under the list's grammar without the hold,
     as the scientist's own choice, in the update, tilt and watch (under the grammar that sampled it its

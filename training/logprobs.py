@@ -88,6 +88,9 @@ class ActionTarget:
     stated_at: tuple[int, int | None] | None = None
     """Where the candidate's stated probability is written (`stated_positions`), for a loss on what the
     draw weighs it by; None: no such loss."""
+    stated_list: list[tuple[int, int | None]] | None = None
+    """Where every candidate of its list states its probability (`stated.list_stated_positions`; the
+    tokens then hold the whole list), for that loss on its share of the list; None: on its own value."""
     scales: list[float] | None = None
     """The factor on the temperature each token was drawn at (a phrase choice's heat,
     `policy.backends.spelling.HEAT`); None: 1 everywhere."""
@@ -118,17 +121,20 @@ def build_targets(backend: Any, schema: type[BaseModel], texts: list[str]) -> li
 
 
 def span_targets(
-    backend: Any, json_schema: dict[str, Any], tokens: list[int], spans: list[tuple[int, int]]
-) -> list[ActionTarget] | None:
-    """Targets for candidates drawn from one sampled proposal: its tokens up to each candidate's end, the
-    proposal grammar's replayed masks, the candidate's span; None when the grammar rejects the tokens."""
+    backend: Any, json_schema: dict[str, Any], tokens: list[int], spans: list[tuple[int, int]],
+    whole: bool = False,
+) -> list[ActionTarget] | None:  # fmt: skip
+    """Targets for candidates drawn from one sampled proposal: its tokens up to each candidate's end (all
+    of them with `whole`), the proposal grammar's replayed masks, the candidate's span; None when the
+    grammar rejects the tokens."""
     got = backend.grammars.replay_bitmasks(json_schema, tokens)
     if got.rejected is not None:
         return None
-    return [
-        ActionTarget(tokens[:end], got.masks[:end].clone(), (start, end), scales=got.scales[:end])
-        for start, end in spans
-    ]
+    out = []
+    for start, end in spans:
+        cut = len(tokens) if whole else end
+        out.append(ActionTarget(tokens[:cut], got.masks[:cut].clone(), (start, end), scales=got.scales[:cut]))
+    return out
 
 
 def loss_mask(targets: list[ActionTarget], shape: tuple[int, int]) -> torch.Tensor:

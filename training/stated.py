@@ -7,10 +7,17 @@ particular. Here the weight is its expected value under the model, read as the w
 (`training.watch.stated_probabilities`) from the distribution at the value's first token ("0" or "1") and
 at its first decimal digit, both already in the update's forward; the loss is -A log E, so a candidate's
 weight rises with a positive advantage and falls with a negative one.
+
+The draw does not follow E but E's share of its list's sum, and a LoRA step that raises one candidate's
+digits raises every candidate's (the same tokens, after much the same context): the absolute form moved the
+paying candidate's share by x0.1-1.1 in replays of probe-quadrature (docs/benchmark.md). With the whole
+list in the forward (`GRPOConfig.weight_share`), the loss is -A log(E_i / sum_j E_j), the draw's own
+log-probability (REINFORCE on the draw): only what tells candidates apart gets a gradient.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -48,6 +55,22 @@ def stated_positions(
     return start + first, None if digit is None else start + digit
 
 
+def list_stated_positions(tokenizer: Any, tokens: list[int]) -> list[tuple[int, int | None]] | None:
+    """`stated_positions` of every candidate of the sampled list `tokens`, in order; None when one of them
+    cannot be read (its share of the list is then unknown)."""
+    text = tokenizer.decode(tokens)
+    keys = [m.start() for m in re.finditer(re.escape(PROBABILITY), text)]
+    prefix = [len(tokenizer.decode(tokens[:i])) for i in range(len(tokens) + 1)]
+    out = []
+    for at in keys:
+        start = max(i for i, n in enumerate(prefix) if n <= at)
+        got = stated_positions(tokenizer, tokens, (start, len(tokens)))
+        if got is None:
+            return None
+        out.append(got)
+    return out or None
+
+
 def stated_token_ids(tokenizer: Any) -> tuple[int, int, list[int]]:
     """The tokens "1", "0" and the ten digits, with which a stated probability begins (`weight_loss`)."""
     one, zero = (tokenizer.encode(s, add_special_tokens=False)[0] for s in ("1", "0"))
@@ -57,20 +80,27 @@ def stated_token_ids(tokenizer: Any) -> tuple[int, int, list[int]]:
 def weight_loss(
     every: torch.Tensor, targets: list[ActionTarget], advantages: list[float], ids: tuple[int, int, list[int]]
 ) -> torch.Tensor:
-    """-mean over the targets with a stated probability of A log E: E = P("1") + P("0") x (the expected
-    first decimal over its digits, plus 0.05; 0.5 where the value was written "1", whose decimals were
-    never in reach), each from the distribution at its position."""
+    """-mean over the targets with a stated probability of A log E, or of A log(E / the list's sum of E)
+    where the target knows where its list states each (`ActionTarget.stated_list`). E = P("1") + P("0") x
+    (the expected first decimal over its digits, plus 0.05; 0.5 where the value was written "1", whose
+    decimals were never in reach), each from the distribution at its position."""
     import torch
 
     one, zero, digits = ids
     values = torch.tensor([d / 10 + 0.05 for d in range(10)], dtype=every.dtype, device=every.device)
+
+    def expected(row: int, at: tuple[int, int | None]) -> torch.Tensor:
+        first, digit = at
+        lead = every[row, first].exp()
+        tail = (every[row, digit, digits].exp() * values).sum() if digit is not None else 0.5
+        return lead[one] + lead[zero] * tail
+
     terms = []
     for row, (t, a) in enumerate(zip(targets, advantages)):
         if t.stated_at is None or a == 0:
             continue
-        first, digit = t.stated_at
-        lead = every[row, first].exp()
-        tail = (every[row, digit, digits].exp() * values).sum() if digit is not None else 0.5
-        expected = lead[one] + lead[zero] * tail
-        terms.append(-a * torch.log(expected.clamp_min(1e-12)))
+        value = expected(row, t.stated_at)
+        if t.stated_list:
+            value = value / torch.stack([expected(row, at) for at in t.stated_list]).sum()
+        terms.append(-a * torch.log(value.clamp_min(1e-12)))
     return torch.stack(terms).mean() if terms else every.new_zeros(())

@@ -51,7 +51,7 @@ from arts.training.logprobs import (
     score_targets,
     span_targets,
 )
-from arts.training.stated import stated_positions
+from arts.training.stated import list_stated_positions, stated_positions
 
 ADAPTER = "ttt"
 """Name of the trained adapter on the backend (a local scientist samples with it)."""
@@ -278,12 +278,12 @@ class Trainer:
 
     def _group(self, g: ActionGroup) -> Group:
         if g.tokens is not None or g.action_tokens is not None:
-            schema, spans = g.json_schema or {}, g.spans or []
+            schema, spans, whole = g.json_schema or {}, g.spans or [], self._shares
             if g.action_tokens is not None:  # each action from its own list
-                each = [span_targets(self.backend, schema, t, [s]) for t, s in zip(g.action_tokens, spans)]
+                each = [span_targets(self.backend, schema, t, [s], whole) for t, s in zip(g.action_tokens, spans)]
                 targets = None if any(t is None for t in each) else [t[0] for t in each]
             else:
-                targets = span_targets(self.backend, schema, g.tokens, spans)
+                targets = span_targets(self.backend, schema, g.tokens, spans, whole)
             if targets is None:
                 raise ValueError(
                     "the proposal's grammar rejects its own sampled tokens; was the schema changed?"
@@ -298,16 +298,26 @@ class Trainer:
             )
         return self._built(g, targets)
 
+    @property
+    def _shares(self) -> bool:
+        """Whether the weight loss is on shares of whole lists (`GRPOConfig.weight_share`)."""
+        return self.config.weight_coef > 0 and self.config.weight_share
+
     def _built(self, g: ActionGroup, targets: list[ActionTarget]) -> Group:
         """The group to train on; under `train_on = "move"` each target keeps its move's tokens only,
         or all of its action where none is found; with `weight_coef`, each notes where it states its
         probability."""
-        tok = self.backend.tokenizer
+        tok, lists = self.backend.tokenizer, {}
         for t in targets:
             if self.config.train_on == "move":
                 t.keep = move_positions(tok, t.tokens, t.trained) or None
             if self.config.weight_coef > 0:
                 t.stated_at = stated_positions(tok, t.tokens, t.trained)
+                if self._shares:  # one list's positions, read once for its draws and companions
+                    key = tuple(t.tokens)
+                    if key not in lists:
+                        lists[key] = list_stated_positions(tok, t.tokens)
+                    t.stated_list = lists[key]
         return Group(self.backend.encode_prompt(g.prompt), targets, g.rewards, g.old_logprobs, g.replayed)
 
     def _score(self, prompt_ids: list[int], targets: list) -> list[list[float]]:
