@@ -142,8 +142,9 @@ class Proposal(BaseModel):
     completion: Completion | None = None
     json_schema: dict | None = None
     open_schema: dict | None = None
-    """The same list's grammar without the compass poll's holds (`propose_lists`' `open_targets`), where
-    they narrowed a target to one direction; None where nothing was held."""
+    """The same list's grammar with every move open at every candidate (`propose_lists`' `open_targets`:
+    the moves before the compass poll's holds), where the harness narrowed a candidate's choice (a slot's
+    share of the targets, a poll's single direction); None where nothing was narrowed or none was asked."""
     spans: list[tuple[int, int]] = []
     """Each candidate's [start, end) tokens in `completion.token_ids` (what training learns from); empty
     when the backend reports no tokens (a served model)."""
@@ -253,8 +254,8 @@ class Scientist:
             heat=self.heat,
         )
         opened = None
-        if patterns and open_targets and open_targets != targets:
-            wide = spread(open_targets, k)
+        wide = [dict(open_targets)] * k if patterns and open_targets else shares
+        if wide != shares:  # every move open at every slot: what the harness forced, scored as a choice
             opened = proposal_schema(
                 parent_ids, k, observation_ids, [directed_pattern(m) for m in wide], wide, [], [],
                 axis_first=self.config.axis_first, heat=self.heat,

@@ -15,7 +15,7 @@ from tests.doubles import STATE, make_task, tiny_scientist
 
 HELD = {"X": ("decrease",), "Y": ("increase",)}
 """The poll held `increase X` and `decrease Y` back: each target's share forces the other way."""
-VERBS = re.compile(r'"\^\(\(?([a-z|]+)\)? X\)')
+VERBS = re.compile(r'"\^\(\(?([a-z|]+)\)? X[|)]')
 """The directions a stored hypothesis pattern offers X, as `^((increase|decrease|probe) X)...`."""
 OPEN = {"X": ("increase", "decrease"), "Y": ("increase", "decrease")}
 
@@ -64,6 +64,29 @@ def test_a_forced_direction_trains_only_under_the_open_grammar(tmp_path, tiny_ba
     update(lambda p: p.open_schema)
     opened = _choice(trainer, a, 0) - start - forced
     assert opened > 0.05 and opened > forced + 0.05, (forced, opened)  # decrease X rose where it is a choice
+
+
+def test_a_target_forced_per_slot_is_a_choice_under_the_open_grammar(tmp_path, tiny_backend):
+    """With one target per slot the harness, not the scientist, chooses each candidate's target; the open
+    grammar offers every target at every slot, so a paid target's choice is what an update raises."""
+    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2, train_on="move"), tmp_path / "run")
+    trainer.start()
+    scientist = Scientist(tiny_backend, ScientistConfig(candidates=2, temperature=1.0, max_tokens=400))
+    scientist.adapter = ADAPTER
+    props = scientist.propose_lists(STATE, [1], tail=False, n=3, seed=7, targets=OPEN, open_targets=OPEN)
+    a, b = [p for p in props if len(p.spans) == 2][:2]
+    assert [c.hypothesis.split()[1] for c in a.candidates] == ["X", "Y"]  # one target per slot
+    assert a.open_schema is not None and '"^((increase|decrease) X|(increase|decrease) Y)' in json.dumps(
+        a.open_schema
+    ).replace("\\", "\\")
+    start = _choice(trainer, a, 0)
+    assert start < -0.1  # certain where it was sampled, a choice among X and Y where open
+    spans, tokens = [a.spans[0], b.spans[1]], [a.completion.token_ids, b.completion.token_ids]
+    old = [trainer.proposal_logprobs(p.messages, p.open_schema, t)[s:e] for p, t, (s, e) in zip((a, b), tokens, spans)]
+    group = ActionGroup(a.messages, a.open_schema, ["a", "b"], [1.0, -1.0], old, spans=spans, action_tokens=tokens)
+    for _ in range(3):
+        assert trainer.update([group]).applied
+    assert _choice(trainer, a, 0) > start + 0.05  # X at slot 0 paid: chosen there more often
 
 
 def _search(monkeypatch, tmp_path, tiny_model_dir, name: str, *sets: str) -> list[dict]:

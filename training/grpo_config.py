@@ -44,9 +44,12 @@ class GRPOConfig(BaseModel):
     (what the draw follows; the whole list enters the forward) rather than on its own value, which a
     LoRA step moves for every candidate alike (`training.stated`)."""
     learn_forced: bool = False
-    """Score a move the compass poll forced (`scientist.poll`) under the list's grammar without the hold,
-    as the scientist's own choice, in the update, tilt and watch (under the grammar that sampled it its
-    tokens carry no gradient). Off: no effect on probe-kepler over 5 seeds (docs/benchmark.md)."""
+    """Score a move the harness forced (a slot's share of the targets, `policy.edits.moves.spread`; a
+    direction the compass poll left alone, `scientist.poll`) under the list's grammar with every move open
+    at every candidate, as the scientist's own choice, in the update, tilt and watch (under the grammar
+    that sampled it its tokens carry no gradient). With one target per slot (`scientist.candidates` at
+    least the number of targets) the target is then a choice the update moves and the tilt reads
+    (docs/benchmark.md); for the poll's directions alone it had no effect on probe-kepler over 5 seeds."""
     update_every: int = Field(1, ge=1)
     """M: rounds between updates; each update trains on the groups collected since the previous one."""
     replay: int = Field(0, ge=0)

@@ -163,7 +163,7 @@ def propose(
         targets=moves or None,
         refinable=refinable(run),
         plan_axes=plan_axes(run.state.meta),
-        open_targets=offered if cfg.ttt.grpo.learn_forced and offered != moves else None,
+        open_targets=offered if cfg.ttt.grpo.learn_forced else None,
     )
     for prop in props:
         if not prop.candidates:
@@ -254,9 +254,9 @@ def run_group(
 
 def scored_schema(prop: Proposal) -> dict | None:
     """The grammar an action of `prop` is trained, tilted and watched under: the one that sampled it, or,
-    where `propose` asked for it (`ttt.grpo.learn_forced`), the list's grammar without the compass poll's
-    holds, so that a direction the poll forced is scored as the scientist's choice (under the grammar
-    that sampled it, its tokens have probability 1 and carry no gradient)."""
+    where `propose` asked for it (`ttt.grpo.learn_forced`), the list's grammar with every move open at
+    every candidate, so that a target or direction the harness forced is scored as the scientist's choice
+    (under the grammar that sampled it, its tokens have probability 1 and carry no gradient)."""
     return prop.open_schema or prop.json_schema
 
 
