@@ -76,9 +76,8 @@ def test_a_target_forced_per_slot_is_a_choice_under_the_open_grammar(tmp_path, t
     props = scientist.propose_lists(STATE, [1], tail=False, n=3, seed=7, targets=OPEN, open_targets=OPEN)
     a, b = [p for p in props if len(p.spans) == 2][:2]
     assert [c.hypothesis.split()[1] for c in a.candidates] == ["X", "Y"]  # one target per slot
-    assert a.open_schema is not None and '"^((increase|decrease) X|(increase|decrease) Y)' in json.dumps(
-        a.open_schema
-    ).replace("\\", "\\")
+    assert a.open_schema is not None
+    assert "^((increase|decrease) X|(increase|decrease) Y)" in json.dumps(a.open_schema)
     start = _choice(trainer, a, 0)
     assert start < -0.1  # certain where it was sampled, a choice among X and Y where open
     spans, tokens = [a.spans[0], b.spans[1]], [a.completion.token_ids, b.completion.token_ids]
