@@ -209,6 +209,10 @@ def test_the_weight_loss_on_shares_ignores_a_rise_every_candidate_shares():
     assert loss["own", (4, 4)] < loss["own", (2, 2)] - 0.5
     assert loss["share", (4, 4)] == pytest.approx(loss["share", (2, 2)]) == pytest.approx(math.log(2))
     assert loss["share", (4, 2)] == pytest.approx(-math.log(0.45 / 0.7))
+    # the same read from the scored positions alone, held in other columns (the rest not scored)
+    spread = every(4, 2)[:, [3, 2, 1, 0]]
+    column = torch.tensor([3, 2, 1, 0, -1, -1])
+    assert float(weight_loss(spread, [share], [1.0], ids, column)) == pytest.approx(loss["share", (4, 2)])
 
 
 def test_every_candidate_of_a_sampled_list_is_found_where_it_states_its_probability(tmp_path, tiny_backend):

@@ -310,6 +310,34 @@ def test_completion_logprobs_shares_the_prompt_and_carries_gradients(tiny_backen
     assert grads and all(g is not None and g.abs().sum() > 0 for g in grads)
 
 
+def test_completion_logprobs_scores_only_the_kept_positions_and_reads_a_prompt_run_once(tiny_backend):
+    """An update reads a few tokens of long lists: with `keep` the output head runs at those positions
+    alone, the values there equal the full forward's, `distribution` gets their columns; a `prompt_state`
+    run once stands for the prompt (it is copied, not grown, by each call)."""
+    from arts.policy.backends.decoding import prompt_state
+
+    tiny_backend.add_adapter("learner", lora())
+    model = tiny_backend.model
+    prompt = torch.tensor(tiny_backend.encode_prompt("q"))
+    ids = torch.tensor([[11, 12, 13, 14, 15], [21, 22, 23, 0, 0]])
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2])
+    keep = torch.zeros(2, 5, dtype=torch.bool)
+    keep[0, 0] = keep[0, 3] = keep[1, 2] = True
+    full = completion_logprobs(model, prompt, ids, mask)
+    seen = {}
+    part = completion_logprobs(model, prompt, ids, mask, keep=keep, distribution=lambda e, c: seen.update(e=e, c=c))
+    cols = keep.any(0)
+    torch.testing.assert_close(part[:, cols], full[:, cols] * mask[:, cols], atol=1e-5, rtol=1e-5)
+    assert torch.all(part[:, ~cols] == 0)
+    assert seen["e"].shape[:2] == (2, 3) and seen["c"].tolist() == [0, -1, 1, 2, -1]
+    state = prompt_state(model, prompt)
+    for _ in range(2):
+        again = completion_logprobs(model, prompt, ids, mask, keep=keep, prompt=state)
+        torch.testing.assert_close(again, part, atol=1e-5, rtol=1e-5)
+    again.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for n, p in model.named_parameters() if "lora_" in n)
+
+
 def test_salvage_keeps_the_complete_candidates_of_a_truncated_proposal():
     from arts.policy.parsing import salvage_items
     from arts.policy.proposal_schema import candidate_item

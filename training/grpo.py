@@ -148,11 +148,12 @@ def make_optimizer(model: Any, adapter: str, config: GRPOConfig) -> torch.optim.
 def group_loss(
     model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int,
     ref: torch.Tensor, temperature: float = 1.0, old: torch.Tensor | None = None,
-    stated_ids: tuple[int, int, list[int]] | None = None,
+    stated_ids: tuple[int, int, list[int]] | None = None, prompt: Any = None,
 ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:  # fmt: skip
     """The clipped-ratio loss of one group, averaged over its action tokens, its diagnostics (`measure`'s
     sums) and the old log-probs it used. `ref`: the group's log-probs under the base model (`reference`);
-    `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old)."""
+    `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old);
+    `prompt`: the group's prompt as run at the update's start (`policy.backends.decoding.prompt_state`)."""
     import torch
 
     from arts.training.stated import weight_loss
@@ -166,7 +167,8 @@ def group_loss(
         pad_id,
         temperature,
         config.prompt_grad,
-        (lambda every: keep("every", every)) if keep else None,
+        (lambda every, column: keep("every", (every, column))) if keep else None,
+        prompt,
     )
     fresh = old is None and not group.replayed
     drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if fresh else 0.0
@@ -184,7 +186,9 @@ def group_loss(
     loss = (per_token * mask).sum() / mask.sum()
     info["weight_loss"] = 0.0
     if weighing:
-        term = config.weight_coef * weight_loss(seen["every"], group.targets, advantages, stated_ids)
+        term = config.weight_coef * weight_loss(
+            seen["every"][0], group.targets, advantages, stated_ids, seen["every"][1]
+        )
         info["weight_loss"] = float(term.detach())
         loss = loss + term
     if not torch.isfinite(loss):
@@ -203,7 +207,7 @@ def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -
     from arts.training.logprobs import target_logprobs
 
     with torch.no_grad(), model.disable_adapter():
-        return target_logprobs(model, group.prompt_ids, group.targets, pad_id, temperature)[0]
+        return target_logprobs(model, group.prompt_ids, group.targets, pad_id, temperature, only=True)[0]
 
 
 def measure(
@@ -226,15 +230,16 @@ def _scored(
     temperature: float,
     prompt_grad: bool = True,
     distribution: Any = None,
+    prompt: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """New log-probs (with gradients when grad mode is on), the action-token mask, the old log-probs laid
-    out like them, and the entropy."""
+    out like them, and the entropy; only the positions the loss reads are scored (`scored_positions`)."""
     import torch
 
     from arts.training.logprobs import loss_mask, target_scores
 
     new, valid, entropy = target_scores(
-        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad, distribution
+        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad, distribution, True, prompt
     )
     mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
     old = torch.zeros_like(new, requires_grad=False)
@@ -294,6 +299,12 @@ def grpo_update(
     stated_ids = stated_token_ids(tokenizer) if config.weight_coef > 0 else None
     weight_losses: list[float] = []
     refs = [reference(model, g, pad_id, temperature) for g, _ in usable]
+    from arts.policy.backends.decoding import prompt_state
+
+    # Without the prompt's gradient, every step reads the prompt as the adapter that sampled read it: run once.
+    prompts = [
+        None if config.prompt_grad else prompt_state(model, torch.tensor(g.prompt_ids)) for g, _ in usable
+    ]
     params = [p for pg in optimizer.param_groups for p in pg["params"]]
     losses, clipped, seen = [], 0.0, 0.0
     olds: list[torch.Tensor | None] = [None] * len(usable)  # the first step's forward, detached
@@ -303,7 +314,7 @@ def grpo_update(
         now = dict.fromkeys(("tokens", "kl", "kl_old", "entropy", "clipped"), 0.0)
         for i, ((group, advantages), ref) in enumerate(zip(usable, refs)):
             loss, info, olds[i] = group_loss(
-                model, group, advantages, config, pad_id, ref, temperature, olds[i], stated_ids
+                model, group, advantages, config, pad_id, ref, temperature, olds[i], stated_ids, prompts[i]
             )
             (loss / len(usable)).backward()
             losses.append(float(loss.detach()))
@@ -324,7 +335,7 @@ def grpo_update(
     optimizer.zero_grad(set_to_none=True)
     if not stats.kl_stop:  # the figures of the weights the last step left
         last = dict.fromkeys(last, 0.0)
-        for (group, _), ref, old in zip(usable, refs, olds):
+        for (group, _), ref, old in zip(usable, refs, olds):  # the prompt run anew: exact figures
             last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature, old).items()}
     stats.loss = sum(losses) / len(losses)
     stats.weight_loss = sum(weight_losses) / len(weight_losses)

@@ -64,8 +64,10 @@ class GRPOConfig(BaseModel):
     max_grad_norm: float | None = Field(1.0, gt=0)
     """Clip the adapter's gradient norm to this; None leaves it unclipped."""
     prompt_grad: bool = False
-    """Back-propagate through the state prompt's positions too. False (the default): the prompt runs without
-    gradients (the log-probs stay exact); an update costs 0.49-0.84x and learns 91% as much per update in
+    """Back-propagate through the state prompt's positions too. False (the default): the prompt runs once
+    per update, without gradients, under the adapter that sampled, and every step reads its keys and values
+    as given (a step's log-probs leave out what the step's weights change in the prompt's; the update's
+    closing figures run it anew, exactly); an update costs 0.49-0.84x and learns 91% as much per update in
     context, 92% held out (`docs/ttt-sweep.md`, the probes' 1,300-token prompts)."""
 
     @model_validator(mode="after")

@@ -212,34 +212,61 @@ def pack(
     return ids, mask, allowed, (scales if bool((scales != 1).any()) else None)
 
 
-def target_logprobs(
-    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
-    softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask."""
+def scored_positions(targets: list[ActionTarget], shape: tuple[int, int]) -> torch.Tensor:
+    """(N, L) bool: what an update reads of each target, its action tokens (`loss_mask`) and the
+    positions where its list states probabilities (`ActionTarget.stated_at`, `stated_list`)."""
+    out = loss_mask(targets, shape)
+    for row, t in enumerate(targets):
+        for first, digit in [*([t.stated_at] if t.stated_at else []), *(t.stated_list or [])]:
+            out[row, [i for i in (first, digit) if i is not None and i < shape[1]]] = True
+    return out
+
+
+def _rows(
+    targets: list[ActionTarget], pad_id: int, only: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor | None]:
+    """`pack` of the rows to run, each target's row, and with `only` the positions each row must score."""
     rows, index = shared_rows(targets)
     ids, mask, allowed, scales = pack(rows, pad_id)
+    keep = None
+    if only:
+        keep = torch.zeros(ids.shape, dtype=torch.bool)
+        for row, wanted in zip(index, scored_positions(targets, (len(targets), ids.shape[1]))):
+            keep[row] |= wanted
+    return ids, mask, allowed, scales, torch.tensor(index), keep
+
+
+def target_logprobs(
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
+    only: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
+    softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask.
+    With `only`, just the positions `scored_positions` names are scored (0 elsewhere)."""
+    ids, mask, allowed, scales, at, keep = _rows(targets, pad_id, only)
     values = completion_logprobs(
-        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, scales=scales
-    )
-    at = torch.tensor(index, device=values.device)
+        model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, scales=scales,
+        keep=keep,
+    )  # fmt: skip
+    at = at.to(values.device)
     return values[at], mask.to(values.device)[at]
 
 
 def target_scores(
     model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
-    prompt_grad: bool = True, distribution: Any = None,
+    prompt_grad: bool = True, distribution: Any = None, only: bool = False, prompt: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """`target_logprobs` and the entropy (N, L) of each position's masked, tempered distribution (the
     entropy without gradients): the update's diagnostics come from the forward it trains on.
-    `prompt_grad`, `distribution`: as `completion_logprobs`'s."""
-    rows, index = shared_rows(targets)
-    ids, mask, allowed, scales = pack(rows, pad_id)
-    at = torch.tensor(index)
-    per_target = (lambda every: distribution(every[at.to(every.device)])) if distribution else None
+    `prompt_grad`, `distribution`, `prompt`: as `completion_logprobs`'s (`distribution` gets the targets'
+    rows); `only`: as `target_logprobs`'s."""
+    ids, mask, allowed, scales, at, keep = _rows(targets, pad_id, only)
+    per_target = (
+        (lambda every, column: distribution(every[at.to(every.device)], column)) if distribution else None
+    )
     values, entropy = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True,
-        prompt_grad=prompt_grad, distribution=per_target, scales=scales,
+        prompt_grad=prompt_grad, distribution=per_target, scales=scales, keep=keep, prompt=prompt,
     )  # fmt: skip
     at = at.to(values.device)
     return values[at], mask.to(values.device)[at], entropy[at]

@@ -78,19 +78,24 @@ def stated_token_ids(tokenizer: Any) -> tuple[int, int, list[int]]:
 
 
 def weight_loss(
-    every: torch.Tensor, targets: list[ActionTarget], advantages: list[float], ids: tuple[int, int, list[int]]
+    every: torch.Tensor,
+    targets: list[ActionTarget],
+    advantages: list[float],
+    ids: tuple[int, int, list[int]],
+    column: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """-mean over the targets with a stated probability of A log E, or of A log(E / the list's sum of E)
     where the target knows where its list states each (`ActionTarget.stated_list`). E = P("1") + P("0") x
     (the expected first decimal over its digits, plus 0.05; 0.5 where the value was written "1", whose
-    decimals were never in reach), each from the distribution at its position."""
+    decimals were never in reach), each from the distribution at its position: `every` (N, L, V), or with
+    `column` (L,) the columns of `every` (N, K, V) that hold each position (`completion_logprobs`'s keep)."""
     import torch
 
     one, zero, digits = ids
     values = torch.tensor([d / 10 + 0.05 for d in range(10)], dtype=every.dtype, device=every.device)
 
     def expected(row: int, at: tuple[int, int | None]) -> torch.Tensor:
-        first, digit = at
+        first, digit = at if column is None else (int(column[i]) if i is not None else None for i in at)
         lead = every[row, first].exp()
         tail = (every[row, digit, digits].exp() * values).sum() if digit is not None else 0.5
         return lead[one] + lead[zero] * tail

@@ -280,7 +280,9 @@ class Trainer:
         if g.tokens is not None or g.action_tokens is not None:
             schema, spans, whole = g.json_schema or {}, g.spans or [], self._shares
             if g.action_tokens is not None:  # each action from its own list
-                each = [span_targets(self.backend, schema, t, [s], whole) for t, s in zip(g.action_tokens, spans)]
+                each = [
+                    span_targets(self.backend, schema, t, [s], whole) for t, s in zip(g.action_tokens, spans)
+                ]
                 targets = None if any(t is None for t in each) else [t[0] for t in each]
             else:
                 targets = span_targets(self.backend, schema, g.tokens, spans, whole)
