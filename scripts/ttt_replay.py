@@ -14,6 +14,7 @@ adapter); each update starts at ratio 1 under the replayed adapter, as an on-pol
 Usage: .venv/bin/python scripts/ttt_replay.py RUN_DIR... [--lr 2e-4 1e-3 5e-3] [--steps 4] [--threads 1]
        [--reward beats_parent] [--prompt-grad on|off|both] [--dtype float32|bfloat16]
        [--watch "decrease TOL"] [--train-on action move] [--weight-coef 0 1] [--weight-share on|off|both] [--replay 0 3] [--kl-max 0.01]
+       [--modules all-linear lm_head]
        [--json out.json]
 """
 
@@ -70,12 +71,12 @@ def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
     weight_coef: float = 0.0, replay_rounds: int = 0, kl_max: float | None = GRPOConfig().kl_max,
-    weight_share: bool = True,
+    weight_share: bool = True, modules: str | list[str] = "all-linear",
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     config = GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on,
                         weight_coef=weight_coef, replay=replay_rounds, kl_max=kl_max,
-                        weight_share=weight_share)  # fmt: skip
+                        weight_share=weight_share, target_modules=modules)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp()), temperature=temperature, seed=seed)
     earlier: list[ActionGroup] = []  # the groups trained on so far, newest last
     trainer.start()
@@ -123,6 +124,7 @@ def replay(
             seconds += result.stats.seconds
     check = credit(actions)
     return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef,
+            "modules": modules,
             "weight_share": weight_share, "replay": replay_rounds, "dtype": dtype,
             "ratio0": ratio0,
             "updates": updates, "watch": watched,
@@ -137,6 +139,8 @@ def _name(row: dict) -> str:
         + (f" weight {row['weight_coef']:g}" if row.get("weight_coef") else "")
         + (" (own value)" if row.get("weight_coef") and not row.get("weight_share", True) else "")
         + (f" replay {row['replay']}" if row.get("replay") else "")
+        + (f" LoRA on {row['modules'] if isinstance(row['modules'], str) else ','.join(row['modules'])}"
+           if row.get("modules", "all-linear") != "all-linear" else "")  # fmt: skip
     )
 
 
@@ -191,6 +195,9 @@ def main() -> int:
                     help="earlier rounds' groups each update trains on again (GRPOConfig.replay); several: replay each")  # fmt: skip
     ap.add_argument("--kl-max", type=float, default=GRPOConfig().kl_max,
                     help="an update's KL bound per token (ttt.grpo.kl_max); 0: none")  # fmt: skip
+    ap.add_argument("--modules", nargs="+", default=["all-linear"],
+                    help='the layers LoRA adapts (ttt.grpo.target_modules): "all-linear", or names joined by '
+                    'commas ("lm_head", "q_proj,v_proj"); several: replay each')  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -203,7 +210,8 @@ def main() -> int:
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
         shares = {"on": [True], "off": [False], "both": [True, False]}[args.weight_share]
         settings = [
-            (lr, grad, on, w, rep, share)
+            (lr, grad, on, w, rep, share, mod)
+            for mod in [m if m == "all-linear" else m.split(",") for m in args.modules]
             for lr in args.lr
             for grad in grads
             for on in args.train_on
@@ -211,7 +219,7 @@ def main() -> int:
             for rep in args.replay
             for share in shares
         ]
-        for lr, grad, on, w, rep, share in settings:
+        for lr, grad, on, w, rep, share, mod in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -228,6 +236,7 @@ def main() -> int:
                 rep,
                 args.kl_max or None,
                 share,
+                mod,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]

@@ -66,7 +66,8 @@ def save_checkpoint(
     target = checkpoint_path(run_dir, k)
     tmp = Path(tempfile.mkdtemp(prefix=f".staging-{k}-", dir=root))
     try:
-        weights = get_peft_model_state_dict(model, adapter_name=adapter)
+        # LoRA on the output head (tied to the embeddings) is still LoRA: the base's embeddings stay out
+        weights = get_peft_model_state_dict(model, adapter_name=adapter, save_embedding_layers=False)
         save_file(
             {n: t.detach().cpu().contiguous() for n, t in weights.items()},
             tmp / ADAPTER_FILES[1],
