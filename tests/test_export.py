@@ -33,8 +33,10 @@ def action(i: int) -> str:
 def run_dir(tmp_path, tiny_backend) -> Path:
     """A finished TTT run on the tiny model: checkpoints 0 and 1 (1 moved away from the base), a store
     whose best node was drawn under adapters/1, two rewarded groups, and its config."""
-    run = tmp_path / "run"
-    config = GRPOConfig()
+    return make_run(tmp_path / "run", tiny_backend, GRPOConfig())
+
+
+def make_run(run: Path, tiny_backend, config: GRPOConfig) -> Path:
     torch.manual_seed(0)
     tiny_backend.add_adapter("ttt", lora_config(config))
     model = tiny_backend.model
@@ -144,6 +146,23 @@ def test_merged_export_is_a_full_model_with_the_adapters_logits(run_dir, tiny_ba
     torch.testing.assert_close(
         fresh_logits(out, True, tmp_path), adapter_logits(tiny_backend), atol=1e-5, rtol=1e-5
     )
+
+
+def test_an_adapter_on_the_tied_output_head_merges_without_touching_the_input_embeddings(tmp_path, tiny_backend):
+    """LoRA on `lm_head` (tied to the embeddings in SmolLM2): `arts export --merge` unties the head, so the
+    merged model reads its inputs as the base does and gives the adapter's logits; the peft folder too."""
+    from safetensors.torch import load_file
+
+    run = make_run(tmp_path / "run", tiny_backend, GRPOConfig(target_modules=["lm_head"]))
+    out = tmp_path / "merged"
+    assert main(["export", str(run), "--out", str(out), "--merge"]) == 0
+    expected = adapter_logits(tiny_backend)
+    torch.testing.assert_close(fresh_logits(out, True, tmp_path), expected, atol=1e-5, rtol=1e-5)
+    weights = load_file(out / "model.safetensors")
+    base = tiny_backend.model.get_base_model().get_input_embeddings().weight
+    assert torch.equal(weights["model.embed_tokens.weight"], base.detach())
+    assert main(["export", str(run), "--out", str(tmp_path / "peft")]) == 0
+    assert torch.equal(fresh_logits(tmp_path / "peft", False, tmp_path), expected)
 
 
 def test_export_resolves_adapters_and_refuses_clearly(run_dir, tmp_path):

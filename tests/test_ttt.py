@@ -148,6 +148,27 @@ def test_start_resumes_the_newest_checkpoint_with_its_optimizer(tmp_path, tiny_b
         assert torch.equal(saved[i]["exp_avg_sq"], restored[i]["exp_avg_sq"])
 
 
+def test_lora_on_the_output_head_alone_learns_saves_no_embeddings_and_resumes(tmp_path, tiny_backend, tiny_model_dir):
+    """`ttt.grpo.target_modules = ["lm_head"]`: the head is tied to the embeddings, which peft would save
+    whole beside the LoRA; a checkpoint holds the head's LoRA alone, and a new process resumes from it."""
+    from arts.policy.backends.transformers import TransformersBackend
+
+    config = GRPOConfig(lr=1e-2, steps=2, target_modules=["lm_head"])
+    trainer = Trainer(tiny_backend, config, tmp_path / "run")
+    trainer.start()
+    start = [sum(v) for v in trainer.old_logprobs(PROMPT, SCHEMA, ACTIONS)]
+    for _ in range(2):
+        assert trainer.update([group(trainer, [1.0, 0.0, 0.0, 0.0])]).applied
+    assert sum(trainer.old_logprobs(PROMPT, SCHEMA, ACTIONS)[0]) > start[0] + 0.1
+    saved = load_file(tmp_path / "run/adapters/2/adapter_model.safetensors")
+    assert saved and all("lm_head" in n and "lora_" in n for n in saved)
+    other = TransformersBackend(str(tiny_model_dir), seed=0)
+    again = Trainer(other, config, tmp_path / "run")
+    info = again.start()
+    assert info.k == 2 and info.weights == weights_digest(saved)
+    assert all(torch.equal(t, lora(tiny_backend)[n]) for n, t in lora(other).items())
+
+
 # ---- the schedule in the search --------------------------------------------------------------------
 
 

@@ -165,9 +165,25 @@ def merge_adapter(adapter_dir: Path, out: Path) -> None:
 
     base_path = json.loads((adapter_dir / ADAPTER_FILES[0]).read_text())["base_model_name_or_path"]
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype="float32")
+    untie_head(base, json.loads((adapter_dir / ADAPTER_FILES[0]).read_text()).get("target_modules"))
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(base_path).save_pretrained(out)
+
+
+def untie_head(model: Any, targets: Any) -> None:
+    """Give the output head its own copy of the embeddings it is tied to, when the adapter trains it:
+    merging LoRA into a tied head would change the input embeddings as well."""
+    import torch
+
+    names = [targets] if isinstance(targets, str) else list(targets or [])
+    head = model.get_output_embeddings()
+    if "lm_head" not in names or head is None or head.weight is not model.get_input_embeddings().weight:
+        return
+    head.weight = torch.nn.Parameter(head.weight.detach().clone())
+    model.config.tie_word_embeddings = False
+    if getattr(model.config, "get_text_config", None):
+        model.config.get_text_config().tie_word_embeddings = False
 
 
 def model_card(adapter_dir: Path, k: int, info: RunInfo, merged: bool) -> str:

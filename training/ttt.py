@@ -205,7 +205,9 @@ class Trainer:
                 state["warm_start"] = str(self.init)
             self._save(0, {"warm_start": str(self.init)} if self.init is not None else {})
         self.backend.labels[ADAPTER] = self.label
-        digest = weights_digest(get_peft_model_state_dict(model, adapter_name=ADAPTER))
+        digest = weights_digest(
+            get_peft_model_state_dict(model, adapter_name=ADAPTER, save_embedding_layers=False)
+        )
         return StartInfo(self.k, bool(done), restored, digest, state)
 
     def _warm_start(self, model: Any) -> None:
