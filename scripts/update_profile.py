@@ -8,6 +8,7 @@ run's groups through `scripts/ttt_replay.py`'s path with timers around the model
 the backward passes, so the shares say which part bounds the update's cost.
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/update_profile.py RUN_DIR [--lr 1e-4] [--steps 4]
+       [--groups 2] [--train-on move] [--weight-coef 2]
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ def main() -> int:
     ap.add_argument("run", type=Path, help="a finished run with test-time training (its stored groups)")
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--groups", type=int, default=None, help="replay only the run's first N groups")
+    ap.add_argument("--train-on", choices=["action", "move"], default="action")
+    ap.add_argument("--weight-coef", type=float, default=0.0, help="the stated-probability loss's weight")
     args = ap.parse_args()
     decoding._forward = _timed(
         decoding._forward,
         lambda model, ids, cache, logits_to_keep=0: (
-            "prompt" if logits_to_keep == 1 else "lists",
+            "prompt" if isinstance(logits_to_keep, int) and logits_to_keep == 1 else "lists",
             ids.numel(),
         ),
     )
@@ -79,9 +83,12 @@ def main() -> int:
         return stats
 
     ttt.grpo_update = profiled
-    groups = ttt_replay.groups_of(args.run)
+    groups = ttt_replay.groups_of(args.run)[: args.groups]
     temperature = read_stored_config(args.run / "config.toml").scientist.temperature
-    ttt_replay.replay(None, groups, args.lr, args.steps, 0, temperature, prompt_grad=False)
+    ttt_replay.replay(
+        None, groups, args.lr, args.steps, 0, temperature, prompt_grad=False, train_on=args.train_on,
+        weight_coef=args.weight_coef,
+    )  # fmt: skip
     if rows:
         total = sum(r[0] for r in rows)
         for kind in ("prompt", "lists", "backward"):

@@ -45,6 +45,19 @@ def test_a_fresh_adapter_implies_nothing_and_an_update_raises_the_rewarded_move(
     trainer, prop = _trained(tmp_path / "b", tiny_backend, 3)
     ratios = move_log_ratios(tiny_backend, ADAPTER, prop.messages, prop.json_schema, lists)[0]
     assert ratios[0] > 0.5 and ratios[0] > max(ratios[1:]) + 0.5
+    # read at the move positions alone, the same as from a forward that scores every position
+    from arts.training.credit import base_model
+    from arts.training.logprobs import adapter_scope, move_positions, score_targets, span_targets
+
+    tokens, pad = prop.completion.token_ids, tiny_backend.tokenizer.eos_token_id
+    target = span_targets(tiny_backend, prop.json_schema, tokens, [(0, len(tokens))])
+    ids = tiny_backend.encode_prompt(prop.messages)
+    with adapter_scope(tiny_backend.model, ADAPTER):
+        tuned = score_targets(tiny_backend.model, ids, target, pad, 1.0)[0]
+    with base_model(tiny_backend.model):
+        base = score_targets(tiny_backend.model, ids, target, pad, 1.0)[0]
+    at = [move_positions(tiny_backend.tokenizer, tokens, span) for span in prop.spans]
+    assert ratios == pytest.approx([sum(tuned[i] - base[i] for i in pos) for pos in at], abs=1e-4)
     # a list without tokens (a served scientist's) is not scored
     assert move_log_ratios(tiny_backend, ADAPTER, prop.messages, prop.json_schema, [([], [])]) == [None]
 

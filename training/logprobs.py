@@ -274,10 +274,12 @@ def target_scores(
 
 @torch.no_grad()
 def score_targets(
-    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0
-) -> list[list[float]]:
-    """Per-token masked log-probs of each target under the active adapter at `temperature` (no gradients)."""
-    values, _ = target_logprobs(model, prompt_ids, targets, pad_id, temperature)
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
+    only: bool = False,
+) -> list[list[float]]:  # fmt: skip
+    """Per-token masked log-probs of each target under the active adapter at `temperature` (no gradients);
+    `only`: as `target_logprobs`'s (0 outside `scored_positions`)."""
+    values, _ = target_logprobs(model, prompt_ids, targets, pad_id, temperature, only)
     return [values[row, : len(t.tokens)].tolist() for row, t in enumerate(targets)]
 
 

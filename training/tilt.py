@@ -38,24 +38,27 @@ def move_log_ratios(
     tok = backend.tokenizer
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     rows, targets = [], []
+    moves: list[list[list[int]]] = []
     for tokens, spans in lists:
         made = span_targets(backend, json_schema, tokens, [(0, len(tokens))]) if tokens and spans else None
         rows.append(len(targets) if made else None)
+        if made:
+            moves.append([move_positions(tok, tokens, span) for span in spans])
+            made[0].keep = sorted({i for pos in moves[-1] for i in pos})  # only these positions are scored
         targets += made or []
     if not targets:
         return [None] * len(lists)
     prompt_ids = backend.encode_prompt(prompt)
     with adapter_scope(backend.model, adapter):
-        tuned = score_targets(backend.model, prompt_ids, targets, pad, temperature)
+        tuned = score_targets(backend.model, prompt_ids, targets, pad, temperature, only=True)
     with base_model(backend.model):
-        base = score_targets(backend.model, prompt_ids, targets, pad, temperature)
+        base = score_targets(backend.model, prompt_ids, targets, pad, temperature, only=True)
     out: list[list[float] | None] = []
-    for (tokens, spans), row in zip(lists, rows):
-        if row is None:
-            out.append(None)
-            continue
-        at = [move_positions(tok, tokens, span) for span in spans]
-        out.append([math.fsum(tuned[row][i] - base[row][i] for i in pos) for pos in at])
+    for row in rows:
+        at = None if row is None else moves[row]
+        out.append(
+            None if at is None else [math.fsum(tuned[row][i] - base[row][i] for i in pos) for pos in at]
+        )
     return out
 
 
