@@ -20,7 +20,11 @@ class GRPOConfig(BaseModel):
     lora_alpha: float = Field(16.0, gt=0)
     """LoRA scale numerator: the update is scaled by alpha / r."""
     target_modules: str | list[str] = "all-linear"
-    """Layers that get LoRA: peft's "all-linear" (every linear layer but the output head) or names."""
+    """Layers that get LoRA: peft's "all-linear" (every linear layer but the output head) or names.
+    ["lm_head"], the output head alone (tied to the embeddings in SmolLM2; checkpoints and merged exports
+    leave the embeddings as they were), moves a token's logit wherever the hidden state resembles the one
+    it was rewarded at, with no backward pass through the body (docs/benchmark.md, "LoRA on the output
+    head")."""
     lr: float = Field(1e-4, gt=0, le=1e-2)
     """AdamW learning rate, chosen with `steps`, `kl_max` and `lora_rank` by the sweep (docs/ttt-sweep.md): 1e-4
     x 4 steps raised a paying action 2.5 nats per update (2e-4 x 1: 1.9) at KL 0.012 per token (0.015)."""
