@@ -124,6 +124,48 @@ def test_without_the_prompt_gradient_the_values_are_the_same_and_the_action_stil
     assert sum(make_group(tiny_backend, "noprompt", [1, 0, 0, 0]).old_logprobs[0]) > start
 
 
+def test_an_update_of_the_output_head_alone_runs_the_body_once_with_the_same_result(tiny_backend, monkeypatch):
+    """LoRA on `lm_head` only: the body's hidden states are computed once per update and the head alone
+    runs per step; the update's figures and the log-probs it leaves equal the full forward's (Adam's first
+    steps move a weight whose gradient is float noise by the learning rate, so the weights are not compared)."""
+    import arts.policy.backends.scoring as scoring
+    import arts.training.grpo as grpo
+
+    config = GRPOConfig(lr=1e-2, steps=3, target_modules=["lm_head"], kl_coef=0.1, kl_max=None)
+    got = {}
+    for name, alone in (("whole", False), ("head", True)):
+        opt = attach(tiny_backend, name, config)
+        group = make_group(tiny_backend, name, [1, 0, 0.5, 0])
+        monkeypatch.setattr(grpo, "head_alone", lambda model, alone=alone: alone)
+        bodies = []
+        monkeypatch.setattr(scoring, "_body", lambda *a, bodies=bodies, f=scoring._body: bodies.append(1) or f(*a))
+        stats = update(tiny_backend, name, [group], config, opt)
+        after = [sum(v) for v in make_group(tiny_backend, name, [1, 0, 0.5, 0]).old_logprobs]
+        got[name] = (stats, len(bodies), after)
+    (whole, whole_bodies, whole_w), (head, head_bodies, head_w) = got["whole"], got["head"]
+    assert whole_bodies == 0 and head_bodies == 2  # the prompt and the completions, once
+    for k in ("loss", "kl", "kl_old", "entropy", "clip_fraction"):
+        assert getattr(head, k) == pytest.approx(getattr(whole, k), rel=1e-2, abs=1e-6), k  # float order
+    assert head.steps == whole.steps == 3
+    assert head_w == pytest.approx(whole_w, abs=1e-2)  # the actions' log-probs the two adapters give
+    assert head_w[0] > sum(group.old_logprobs[0]) + 0.1
+
+
+def test_only_an_adapter_on_a_plain_output_head_counts_as_the_head_alone(tiny_backend):
+    from arts.training.grpo import head_alone
+
+    for name, modules, alone in (("h", ["lm_head"], True), ("b", "all-linear", False)):
+        attach(tiny_backend, name, GRPOConfig(target_modules=modules))
+        with adapter_scope(tiny_backend.model, name):
+            assert head_alone(tiny_backend.model) is alone
+    with adapter_scope(tiny_backend.model, "h"):
+        tiny_backend.model.get_base_model().config.final_logit_softcapping = 30.0
+        try:
+            assert not head_alone(tiny_backend.model)
+        finally:
+            tiny_backend.model.get_base_model().config.final_logit_softcapping = None
+
+
 def test_kl_penalty_uses_the_base_model_without_a_copy(tiny_backend):
     config = GRPOConfig(lr=1e-2, kl_coef=0.1, steps=2)
     opt = attach(tiny_backend, "learner", config)

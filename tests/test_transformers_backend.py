@@ -15,8 +15,8 @@ import torch
 from pydantic import BaseModel, Field, create_model
 
 from arts.policy.backends import prefixes, weights
-from arts.policy.backends.decoding import completion_logprobs
 from arts.policy.backends.registry import BACKENDS
+from arts.policy.backends.scoring import completion_logprobs
 from arts.policy.backends.transformers import TransformersBackend
 from arts.policy.base import Backend, BackendError, Sampling, Usage
 from arts.policy.parsing import parse_json_object
@@ -314,7 +314,7 @@ def test_completion_logprobs_scores_only_the_kept_positions_and_reads_a_prompt_r
     """An update reads a few tokens of long lists: with `keep` the output head runs at those positions
     alone, the values there equal the full forward's, `distribution` gets their columns; a `prompt_state`
     run once stands for the prompt (it is copied, not grown, by each call)."""
-    from arts.policy.backends.decoding import prompt_state
+    from arts.policy.backends.scoring import prompt_state
 
     tiny_backend.add_adapter("learner", lora())
     model = tiny_backend.model

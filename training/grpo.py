@@ -20,7 +20,7 @@ while here the reward is an experiment the search runs between sampling and trai
 completions are grammar-constrained actions drawn by an external sampler. Measured for N=4, 585 prompt
 tokens, 60-token completions, LoRA r=8 on all linear layers: 31-42 s and 9.4 GB per update with
 GRPOTrainer, 5.6-7.7 s and 4.1 GB when the prompt runs once and its KV cache is shared by the N
-completions (`policy.backends.decoding.completion_logprobs`), as `grpo_update` does (`scripts/bench_grpo.py`).
+completions (`policy.backends.scoring.completion_logprobs`), as `grpo_update` does (`scripts/bench_grpo.py`).
 The loss follows TRL's `_compute_loss` (token-level clipped ratio, k3 KL estimator), written out
 because TRL keeps it inside the trainer, not as a function.
 
@@ -145,15 +145,33 @@ def make_optimizer(model: Any, adapter: str, config: GRPOConfig) -> torch.optim.
     )
 
 
+def head_alone(model: Any) -> bool:
+    """Whether the output head is all that is trained, and the logits are its plain output (no scale or
+    soft cap after it): the body's hidden states are then the same for every pass of an update."""
+    from arts.policy.backends.decoding import hf_model
+
+    hf = hf_model(model)
+    head = hf.get_output_embeddings()
+    trained = [p for p in model.parameters() if p.requires_grad]
+    if head is None or not trained:
+        return False
+    owned = {id(p) for p in head.parameters()}
+    scaled = any(
+        getattr(hf.config, k, None) for k in ("final_logit_softcapping", "logit_scale", "logits_scaling")
+    )
+    return not scaled and all(id(p) in owned for p in trained)
+
+
 def group_loss(
     model: Any, group: Group, advantages: list[float], config: GRPOConfig, pad_id: int,
     ref: torch.Tensor, temperature: float = 1.0, old: torch.Tensor | None = None,
-    stated_ids: tuple[int, int, list[int]] | None = None, prompt: Any = None,
+    stated_ids: tuple[int, int, list[int]] | None = None, prompt: Any = None, hidden: Any = None,
 ) -> tuple[torch.Tensor, dict[str, float], torch.Tensor]:  # fmt: skip
     """The clipped-ratio loss of one group, averaged over its action tokens, its diagnostics (`measure`'s
     sums) and the old log-probs it used. `ref`: the group's log-probs under the base model (`reference`);
     `old`: the first step's (None: this is the first step, whose own forward, detached, becomes old);
-    `prompt`: the group's prompt as run at the update's start (`policy.backends.decoding.prompt_state`)."""
+    `prompt`: the group's prompt as run at the update's start (`policy.backends.scoring.prompt_state`);
+    `hidden`: the body's hidden states, where only the output head is trained (`logprobs.target_hidden`)."""
     import torch
 
     from arts.training.stated import weight_loss
@@ -169,6 +187,7 @@ def group_loss(
         config.prompt_grad,
         (lambda every, column: keep("every", (every, column))) if keep else None,
         prompt,
+        hidden,
     )
     fresh = old is None and not group.replayed
     drift = float((new.detach() - given).abs().masked_fill(~mask, 0).max()) if fresh else 0.0
@@ -199,7 +218,9 @@ def group_loss(
     return loss, info, old
 
 
-def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -> torch.Tensor:
+def reference(
+    model: Any, group: Group, pad_id: int, temperature: float = 1.0, hidden: Any = None
+) -> torch.Tensor:
     """The group's per-token log-probs under the base model (every adapter off): the KL's reference,
     computed once per update, since the base does not move."""
     import torch
@@ -207,19 +228,19 @@ def reference(model: Any, group: Group, pad_id: int, temperature: float = 1.0) -
     from arts.training.logprobs import target_logprobs
 
     with torch.no_grad(), model.disable_adapter():
-        return target_logprobs(model, group.prompt_ids, group.targets, pad_id, temperature, only=True)[0]
+        return target_logprobs(model, group.prompt_ids, group.targets, pad_id, temperature, True, hidden)[0]
 
 
 def measure(
     model: Any, group: Group, pad_id: int, ref: torch.Tensor, temperature: float = 1.0,
-    old: torch.Tensor | None = None,
+    old: torch.Tensor | None = None, hidden: Any = None,
 ) -> dict[str, float]:  # fmt: skip
     """Sums over the group's action tokens under the weights now: KL to the base and to the old policy
     (k3; `old`, else the group's given log-probs), entropy, and the token count."""
     import torch
 
     with torch.no_grad():
-        new, mask, given, entropy = _scored(model, group, pad_id, temperature)
+        new, mask, given, entropy = _scored(model, group, pad_id, temperature, hidden=hidden)
     return _sums(new, given if old is None else old, ref, mask, entropy)
 
 
@@ -231,6 +252,7 @@ def _scored(
     prompt_grad: bool = True,
     distribution: Any = None,
     prompt: Any = None,
+    hidden: Any = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """New log-probs (with gradients when grad mode is on), the action-token mask, the old log-probs laid
     out like them, and the entropy; only the positions the loss reads are scored (`scored_positions`)."""
@@ -239,7 +261,16 @@ def _scored(
     from arts.training.logprobs import loss_mask, target_scores
 
     new, valid, entropy = target_scores(
-        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad, distribution, True, prompt
+        model,
+        group.prompt_ids,
+        group.targets,
+        pad_id,
+        temperature,
+        prompt_grad,
+        distribution,
+        True,
+        prompt,
+        hidden,
     )
     mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
     old = torch.zeros_like(new, requires_grad=False)
@@ -298,12 +329,16 @@ def grpo_update(
 
     stated_ids = stated_token_ids(tokenizer) if config.weight_coef > 0 else None
     weight_losses: list[float] = []
-    refs = [reference(model, g, pad_id, temperature) for g, _ in usable]
-    from arts.policy.backends.decoding import prompt_state
+    from arts.policy.backends.scoring import prompt_state
+    from arts.training.logprobs import target_hidden
 
+    head = head_alone(model)  # then the body's states never move: run once for every pass of the update
+    hiddens = [target_hidden(model, g.prompt_ids, g.targets, pad_id) if head else None for g, _ in usable]
+    refs = [reference(model, g, pad_id, temperature, h) for (g, _), h in zip(usable, hiddens)]
     # Without the prompt's gradient, every step reads the prompt as the adapter that sampled read it: run once.
     prompts = [
-        None if config.prompt_grad else prompt_state(model, torch.tensor(g.prompt_ids)) for g, _ in usable
+        None if config.prompt_grad or head else prompt_state(model, torch.tensor(g.prompt_ids))
+        for g, _ in usable
     ]
     params = [p for pg in optimizer.param_groups for p in pg["params"]]
     losses, clipped, seen = [], 0.0, 0.0
@@ -314,8 +349,9 @@ def grpo_update(
         now = dict.fromkeys(("tokens", "kl", "kl_old", "entropy", "clipped"), 0.0)
         for i, ((group, advantages), ref) in enumerate(zip(usable, refs)):
             loss, info, olds[i] = group_loss(
-                model, group, advantages, config, pad_id, ref, temperature, olds[i], stated_ids, prompts[i]
-            )
+                model, group, advantages, config, pad_id, ref, temperature, olds[i], stated_ids, prompts[i],
+                hiddens[i],
+            )  # fmt: skip
             (loss / len(usable)).backward()
             losses.append(float(loss.detach()))
             weight_losses.append(info.pop("weight_loss"))
@@ -335,8 +371,10 @@ def grpo_update(
     optimizer.zero_grad(set_to_none=True)
     if not stats.kl_stop:  # the figures of the weights the last step left
         last = dict.fromkeys(last, 0.0)
-        for (group, _), ref, old in zip(usable, refs, olds):  # the prompt run anew: exact figures
-            last = {k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature, old).items()}
+        for (group, _), ref, old, h in zip(usable, refs, olds, hiddens):  # the prompt run anew: exact
+            last = {
+                k: last[k] + v for k, v in measure(model, group, pad_id, ref, temperature, old, h).items()
+            }
     stats.loss = sum(losses) / len(losses)
     stats.weight_loss = sum(weight_losses) / len(weight_losses)
     stats.samples = sum(len(g.targets) for g, _ in usable)

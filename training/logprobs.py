@@ -8,7 +8,7 @@ scientist) an action is its single-action text, re-serialised and re-tokenized (
 GRPO scores an action after its state prompt under the grammar mask and the temperature that sampling
 used (softmax(masked logits / T): the policy that drew the tokens, top-p aside), once without gradients
 (the old policy, when the action is drawn) and once with them (the update). Both go through
-`policy.backends.decoding.completion_logprobs` with masks replayed by the backend's grammar cache, so the
+`policy.backends.scoring.completion_logprobs` with masks replayed by the backend's grammar cache, so the
 ratio before the first update is 1 up to float rounding (the two calls batch different rows).
 
 Action texts from stored rollouts are re-serialised through `policy.scientist.canonical_action`
@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
-from arts.policy.backends.decoding import completion_logprobs
+from arts.policy.backends.scoring import completion_logprobs, head_inputs
 from arts.policy.edits.moves import DIRECTED
 from arts.policy.proposal_schema import candidate_schema, canonical_action
 from arts.policy.spans import token_spans
@@ -236,17 +236,27 @@ def _rows(
     return ids, mask, allowed, scales, torch.tensor(index), keep
 
 
+def target_hidden(
+    model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int
+) -> torch.Tensor:
+    """The body's last hidden states at the positions an update reads (`scored_positions`), for the
+    `hidden` of `target_logprobs` and `target_scores` where only the output head is trained."""
+    ids, _, _, _, _, keep = _rows(targets, pad_id, True)
+    return head_inputs(model, torch.tensor(prompt_ids), ids, keep)
+
+
 def target_logprobs(
     model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
-    only: bool = False,
+    only: bool = False, hidden: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
     """Masked per-token log-probs (N, L) of the targets after one shared prompt forward, under
     softmax(logits / temperature), with gradients when grad mode is on; and the (N, L) token mask.
-    With `only`, just the positions `scored_positions` names are scored (0 elsewhere)."""
+    With `only`, just the positions `scored_positions` names are scored (0 elsewhere); `hidden`
+    (`target_hidden`, with `only`) stands for the body."""
     ids, mask, allowed, scales, at, keep = _rows(targets, pad_id, only)
     values = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, scales=scales,
-        keep=keep,
+        keep=keep, hidden=hidden,
     )  # fmt: skip
     at = at.to(values.device)
     return values[at], mask.to(values.device)[at]
@@ -255,18 +265,19 @@ def target_logprobs(
 def target_scores(
     model: Any, prompt_ids: list[int], targets: list[ActionTarget], pad_id: int, temperature: float = 1.0,
     prompt_grad: bool = True, distribution: Any = None, only: bool = False, prompt: Any = None,
+    hidden: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:  # fmt: skip
     """`target_logprobs` and the entropy (N, L) of each position's masked, tempered distribution (the
     entropy without gradients): the update's diagnostics come from the forward it trains on.
     `prompt_grad`, `distribution`, `prompt`: as `completion_logprobs`'s (`distribution` gets the targets'
-    rows); `only`: as `target_logprobs`'s."""
+    rows); `only`, `hidden`: as `target_logprobs`'s."""
     ids, mask, allowed, scales, at, keep = _rows(targets, pad_id, only)
     per_target = (
         (lambda every, column: distribution(every[at.to(every.device)], column)) if distribution else None
     )
     values, entropy = completion_logprobs(
         model, torch.tensor(prompt_ids), ids, mask, allowed=allowed, temperature=temperature, entropy=True,
-        prompt_grad=prompt_grad, distribution=per_target, scales=scales, keep=keep, prompt=prompt,
+        prompt_grad=prompt_grad, distribution=per_target, scales=scales, keep=keep, prompt=prompt, hidden=hidden,
     )  # fmt: skip
     at = at.to(values.device)
     return values[at], mask.to(values.device)[at], entropy[at]

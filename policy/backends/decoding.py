@@ -1,4 +1,4 @@
-"""The decoding loop and the log-prob forward that training shares with it.
+"""The decoding loop (the log-prob forward that training shares with it: `policy.backends.scoring`).
 
 `sample_group` draws N completions of ONE prompt from ONE prefill: the prompt runs once, the N first
 tokens are drawn from its last logits, its KV cache is then copied along the batch axis (only for the
@@ -9,10 +9,9 @@ logits before sampling. This beat `num_return_sequences` and separate calls on C
 (scripts/bench_backends.py).
 
 Every sampled token's log-probability is recorded under the temperature-1 distribution AFTER the grammar
-mask (before temperature and top-p): that is the policy GRPO optimises, and what `completion_logprobs`
-recomputes with gradients (training re-tokenizes the action text; it never reuses these).
-`completion_logprobs` shares one prompt forward's KV cache across the N completions too; gradients flow
-through the shared prompt keys and values. Text the grammar forces (JSON keys, separators) is not
+mask (before temperature and top-p): that is the policy GRPO optimises, and what
+`scoring.completion_logprobs` recomputes with gradients (training re-tokenizes the action text; it never
+reuses these), sharing one prompt forward's KV cache across the N completions too. Text the grammar forces (JSON keys, separators) is not
 sampled token by token: with one row left, xgrammar's jump-forward tokens join the next forward pass.
 
 Deliberately not done: batching different prompts together (that needs padding and position handling;
@@ -21,7 +20,6 @@ on CPU it gains little, and vLLM is the fast path on GPUs), speculative decoding
 
 from __future__ import annotations
 
-import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -32,7 +30,7 @@ import torch
 import xgrammar as xgr
 from transformers import DynamicCache
 
-from arts.policy.backends.grammar import fill_and_apply, unpack_bitmask
+from arts.policy.backends.grammar import fill_and_apply
 from arts.policy.backends.prefixes import Prefixes, start
 from arts.policy.base import Sampling
 
@@ -262,104 +260,3 @@ def _forced(matcher: xgr.GrammarMatcher, limit: int, logits: torch.Tensor) -> tu
             break
         forced.append(token)
     return forced, masks[: len(forced)]
-
-
-@dataclass
-class PromptState:
-    """A prompt's KV cache and last logits, run once (without gradients) and read by several
-    `completion_logprobs` calls under the same weights it was run with, or as the weights it stands for
-    (an update's steps take the prompt as the sampling adapter read it: `GRPOConfig.prompt_grad` off)."""
-
-    cache: DynamicCache
-    last: torch.Tensor
-
-
-@torch.no_grad()
-def prompt_state(model: Any, prompt_ids: torch.Tensor) -> PromptState:
-    """Run `prompt_ids` (P,) once under the active weights, for `completion_logprobs(prompt=...)`."""
-    hf = hf_model(model)
-    cache = DynamicCache(config=hf.config)
-    last = _forward(hf, prompt_ids.to(next(hf.parameters()).device)[None], cache, logits_to_keep=1)[:, -1:]
-    return PromptState(cache, last)
-
-
-def completion_logprobs(
-    model: Any,
-    prompt_ids: torch.Tensor,
-    completion_ids: torch.Tensor,
-    completion_mask: torch.Tensor | None = None,
-    allowed: torch.Tensor | None = None,
-    temperature: float = 1.0,
-    entropy: bool = False,
-    prompt_grad: bool = True,
-    distribution: Callable[[torch.Tensor, torch.Tensor], None] | None = None,
-    scales: torch.Tensor | None = None,
-    keep: torch.Tensor | None = None,
-    prompt: PromptState | None = None,
-) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
-    """Per-token log-probs (N, L) of N right-padded completions of ONE prompt, with gradients.
-
-    prompt_ids: (P,). completion_ids: (N, L). completion_mask: (N, L) bool, False on padding (those
-    entries come back as 0). allowed: packed grammar masks (N, L, ceil(V/32)) from
-    `GrammarCache.replay_bitmasks`, applied before the softmax exactly as sampling applied them.
-    The prompt runs once and its KV cache is shared by the N completions (with `prompt`, a
-    `prompt_state` run earlier stands for it and the prompt does not run). Call it under
-    `torch.no_grad()` when no gradient is wanted. A token outside its mask gets -inf (and would give
-    NaN gradients): leave such completions out of a training batch. With `entropy`, also the entropy
-    (N, L) of each position's masked, tempered distribution (no gradients; 0 on padding). Without
-    `prompt_grad` the prompt runs without gradients: the values are the same, and the gradient reaches the
-    weights through the completions' positions only (the prompt's keys and values taken as given).
-    `keep` (N, L) bool: only the positions some row keeps are scored (the output head and the softmax over
-    the vocabulary run there alone; every other entry comes back 0), as a loss on a few tokens of long
-    completions needs. `distribution`, when given, is called with the masked, tempered log-probabilities
-    of every token at the scored positions (N, K, V; with gradients) and each position's column among them
-    (L,; -1 where not scored), for a loss on more than the sampled tokens. `scales` (N, L), when given,
-    multiplies the temperature position by position (a phrase choice drawn hotter,
-    `policy.backends.spelling.HEAT`).
-    """
-    hf = hf_model(model)
-    device = next(hf.parameters()).device
-    n, length = completion_ids.shape
-    completion_ids = completion_ids.to(device)
-    cols = torch.arange(length, device=device) if keep is None else keep.any(0).nonzero()[:, 0].to(device)
-    if prompt is None:
-        cache = DynamicCache(config=hf.config)
-        with torch.set_grad_enabled(prompt_grad and torch.is_grad_enabled()):
-            last = _forward(hf, prompt_ids.to(device)[None], cache, logits_to_keep=1)[:, -1:]
-    else:
-        cache, last = copy.deepcopy(prompt.cache), prompt.last
-    parts = [last.expand(n, 1, -1)] if len(cols) and cols[0] == 0 else []
-    later = cols[cols > 0] - 1  # the logits for position j come from the input at j - 1
-    if length > 1 and len(later):
-        cache.batch_repeat_interleave(n)
-        parts.append(
-            _forward(hf, completion_ids[:, :-1], cache, logits_to_keep=later if keep is not None else 0)
-        )
-    logits = torch.cat(parts, dim=1).float() if parts else last.new_zeros((n, 0, last.shape[-1]))
-    if scales is not None:
-        logits = logits / (temperature * scales.to(device)[:, cols, None])
-    elif temperature != 1.0:
-        logits = logits / temperature
-    if allowed is not None:
-        ok = unpack_bitmask(allowed.to(device)[:, cols], logits.shape[-1])
-        if completion_mask is not None:
-            ok = ok | ~completion_mask.to(device)[:, cols, None]
-        logits = logits.masked_fill(~ok, float("-inf"))
-    every = torch.log_softmax(logits, dim=-1)
-    if distribution is not None:
-        column = torch.full((length,), -1, dtype=torch.long, device=device)
-        column[cols] = torch.arange(len(cols), device=device)
-        distribution(every, column)
-    picked = every.gather(-1, completion_ids[:, cols, None]).squeeze(-1)
-    logprobs = picked.new_zeros((n, length))
-    logprobs[:, cols] = picked
-    if completion_mask is not None:
-        logprobs = logprobs.masked_fill(~completion_mask.to(device), 0.0)
-    if not entropy:
-        return logprobs
-    with torch.no_grad():
-        h = logprobs.new_zeros((n, length))
-        h[:, cols] = -(every.exp() * every.nan_to_num(neginf=0.0)).sum(-1)  # a masked-out token adds 0
-        if completion_mask is not None:
-            h = h.masked_fill(~completion_mask.to(device), 0.0)
-    return logprobs, h

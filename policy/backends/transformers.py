@@ -23,11 +23,12 @@ import torch
 from pydantic import BaseModel
 
 from arts.policy.backends.adapters import LoraAdapters
-from arts.policy.backends.decoding import Sample, TokenSink, completion_logprobs, sample_group
+from arts.policy.backends.decoding import Sample, TokenSink, sample_group
 from arts.policy.backends.grammar import GrammarCache
 from arts.policy.backends.prefixes import Prefixes
 from arts.policy.backends.registry import BACKENDS
 from arts.policy.backends.rows import Row, decode_rows
+from arts.policy.backends.scoring import completion_logprobs
 from arts.policy.backends.weights import DEFAULT_MODEL, resolve_model
 from arts.policy.base import BackendError, Completion, Prompt, Request, Sampling, Usage, UsageSink
 from arts.policy.parsing import validate_json
@@ -322,7 +323,7 @@ class TransformersBackend(LoraAdapters):
 
     def grammar_masks(self, schema: type[BaseModel], completions: list[list[int]]) -> torch.Tensor:
         """Packed grammar masks (N, L, ceil(V/32)) replayed over N completions, right-padded with
-        all-allowed rows: the `allowed` argument of `policy.backends.decoding.completion_logprobs`."""
+        all-allowed rows: the `allowed` argument of `policy.backends.scoring.completion_logprobs`."""
         length = max((len(c) for c in completions), default=0)
         width = self.grammars.bitmask(1).shape[-1]
         masks = torch.full((len(completions), length, width), -1, dtype=torch.int32)
