@@ -14,6 +14,9 @@ way. The log-probs given with a new group are checked against it (`UpdateStats.o
 several optimizer steps on the same groups (so the ratio leaves 1 and clipping acts), and stops early
 once the adapter's KL to the sampling policy passes a bound; the KL to the base model (the adapter
 disabled, no second model copy, computed once per update) is always measured and optionally penalised.
+Every pass scores only the positions the loss reads (the output head and the softmax over the vocabulary
+run there alone), the state prompt runs once per update when no gradient goes through it, and where the
+output head is all that is trained the body runs once per update (`head_alone`; docs/ttt-sweep.md).
 
 Why not TRL's `GRPOTrainer`: it samples the completions itself and calls the reward inside its step,
 while here the reward is an experiment the search runs between sampling and training, and the
@@ -261,17 +264,9 @@ def _scored(
     from arts.training.logprobs import loss_mask, target_scores
 
     new, valid, entropy = target_scores(
-        model,
-        group.prompt_ids,
-        group.targets,
-        pad_id,
-        temperature,
-        prompt_grad,
-        distribution,
-        True,
-        prompt,
-        hidden,
-    )
+        model, group.prompt_ids, group.targets, pad_id, temperature, prompt_grad, distribution,
+        only=True, prompt=prompt, hidden=hidden,
+    )  # fmt: skip
     mask = valid & loss_mask(group.targets, tuple(valid.shape)).to(valid.device)  # the actions' own tokens
     old = torch.zeros_like(new, requires_grad=False)
     for row, (t, values) in enumerate(zip(group.targets, group.old_logprobs)):

@@ -50,22 +50,18 @@ def _scored_outputs(
     (N, K, V or H): position j's come from the input at j - 1, position 0's from the prompt's last."""
     n, length = completion_ids.shape
     device = completion_ids.device
-    run = (
-        (lambda ids, cache, at: _body(hf, ids, cache, at))
-        if body
-        else (lambda ids, cache, at: decoding._forward(hf, ids, cache, at))
-    )
+    run = _body if body else decoding._forward
     if prompt is None or body:
         cache = DynamicCache(config=hf.config)
         with torch.set_grad_enabled(prompt_grad and torch.is_grad_enabled()):
-            last = run(prompt_ids.to(device)[None], cache, 1)[:, -1:]
+            last = run(hf, prompt_ids.to(device)[None], cache, 1)[:, -1:]
     else:
         cache, last = copy.deepcopy(prompt.cache), prompt.last
     parts = [last.expand(n, 1, -1)] if len(cols) and cols[0] == 0 else []
     later = cols[cols > 0] - 1
     if length > 1 and len(later):
         cache.batch_repeat_interleave(n)
-        parts.append(run(completion_ids[:, :-1], cache, later if keep is not None else 0))
+        parts.append(run(hf, completion_ids[:, :-1], cache, later if keep is not None else 0))
     return torch.cat(parts, dim=1) if parts else last.new_zeros((n, 0, last.shape[-1]))
 
 
