@@ -4,6 +4,7 @@ base model) and keeps `_peft` (the peft model once an adapter exists)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,10 +38,14 @@ class LoraAdapters:
         from peft import get_peft_model
 
         _check_adapter_name(name)
-        if self._peft is None:
-            self._peft = get_peft_model(self._base, config, adapter_name=name)
-        else:
-            self._peft.add_adapter(name, config)
+        with warnings.catch_warnings():
+            # LoRA on an output head tied to the embeddings: checkpoints leave the embeddings out and a
+            # merged export unties the head first (training.checkpoint, training.export), as peft asks
+            warnings.filterwarnings("ignore", message=".*tie_word_embeddings.*ensure_weight_tying")
+            if self._peft is None:
+                self._peft = get_peft_model(self._base, config, adapter_name=name)
+            else:
+                self._peft.add_adapter(name, config)
 
     def load_adapter(self, name: str, path: str | Path) -> None:
         """Load (or replace) adapter `name` from a saved peft folder, frozen; `generate(adapter=name)`
