@@ -155,11 +155,11 @@ def test_a_phrase_choice_is_drawn_at_the_schemas_heat_and_replay_scores_it_there
         for out in (hot, flat):
             seen: dict = {}
             with torch.no_grad():
-                keep = lambda every, seen=seen: seen.setdefault("every", every)  # noqa: E731
+                keep = lambda every, column, seen=seen: seen.update(every=every, column=column)  # noqa: E731
                 target_scores(
                     tiny_backend.model, prompt_ids, [target], tok.eos_token_id, 1.0, distribution=keep
                 )
-            out.append(float(seen["every"][0, at, steps].exp()))
+            out.append(float(seen["every"][0, seen["column"][at], steps].exp()))
             target.scales = None  # the second pass: as if drawn at the temperature alone
     frequency = sum(wrote) / len(wrote)
     assert abs(frequency - sum(hot) / len(hot)) < 0.1
