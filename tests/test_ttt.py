@@ -389,6 +389,8 @@ def test_ttt_config_and_flags():
     assert load_config(None, _overrides(hot)).scientist.choice_heat == 2.0
     own = build_parser().parse_args(["search", "t", "--ttt", "--set", "ttt.grpo.weight_share=false"])
     assert load_config(None, _overrides(own)).ttt.grpo.weight_share is False
+    head = build_parser().parse_args(["search", "t", "--ttt", "--set", 'ttt.grpo.target_modules=["lm_head"]'])
+    assert load_config(None, _overrides(head)).ttt.grpo.target_modules == ["lm_head"]
 
 
 def test_resume_after_sigkill_continues_from_the_saved_adapter(tmp_path, tiny_model_dir):

@@ -163,9 +163,10 @@ def merge_adapter(adapter_dir: Path, out: Path) -> None:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base_path = json.loads((adapter_dir / ADAPTER_FILES[0]).read_text())["base_model_name_or_path"]
+    config = json.loads((adapter_dir / ADAPTER_FILES[0]).read_text())
+    base_path = config["base_model_name_or_path"]
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype="float32")
-    untie_head(base, json.loads((adapter_dir / ADAPTER_FILES[0]).read_text()).get("target_modules"))
+    untie_head(base, config.get("target_modules"))
     merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     merged.save_pretrained(out, safe_serialization=True)
     AutoTokenizer.from_pretrained(base_path).save_pretrained(out)
