@@ -23,7 +23,7 @@ template (`--model tiny`, as the tests use), or `embedded` / a local model folde
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/ttt_sweep.py [--model tiny] [--lr 2e-4 1e-3 3e-3 1e-2]
        [--steps 1 2 4 8] [--rank 8 16] [--updates 3] [--kl-max X] [--prompt-grad on|off|both]
-       [--dtype float32|bfloat16|both] [--out docs/ttt-sweep.csv]
+       [--dtype float32|bfloat16|both] [--modules all-linear lm_head] [--out docs/ttt-sweep.csv]
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ REWARDS = [1.0, 0.0, 0.0, 0.0]
 SCHEMA = None
 """No proposal schema: each action is scored under the single-action grammar of its own parent."""
 COLUMNS = [
-    "model", "dtype", "lr", "steps", "rank", "kl_max", "prompt_grad", "updates", "steps_taken", "gain", "gain_held",
+    "model", "modules", "dtype", "lr", "steps", "rank", "kl_max", "prompt_grad", "updates", "steps_taken", "gain", "gain_held",
     "p_base", "p_last", "p_ratio", "p_held_ratio", "ratio0", "kl_old", "kl_base", "clip", "entropy_before", "entropy_after", "update_s",
 ]  # fmt: skip
 
@@ -124,11 +124,13 @@ def run_one(
     kl_max: float | None,
     prompt_grad: bool = True,
     dtype: str = "float32",
+    modules: str = "all-linear",
 ) -> dict:
     """One configuration from a fresh adapter: `updates` updates on the menu group."""
     backend = TransformersBackend(model, seed=0, dtype=dtype)
+    targets = modules if modules == "all-linear" else modules.split(",")
     config = GRPOConfig(lr=lr, steps=steps, lora_rank=rank, lora_alpha=2.0 * rank, kl_max=kl_max,
-                        prompt_grad=prompt_grad)  # fmt: skip
+                        prompt_grad=prompt_grad, target_modules=targets)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp(prefix="arts-sweep-")), temperature=temperature)
     trainer.start()
     first, held_first = menu_logprobs(trainer), menu_logprobs(trainer, HELD_OUT)
@@ -144,7 +146,7 @@ def run_one(
     p_base, p_last = paying_probability(first), paying_probability(now)
     held = menu_logprobs(trainer, HELD_OUT)
     return {
-        "dtype": dtype, "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "prompt_grad": prompt_grad,
+        "modules": modules, "dtype": dtype, "lr": lr, "steps": steps, "rank": rank, "kl_max": kl_max, "prompt_grad": prompt_grad,
         "updates": updates, "steps_taken": round(mean([s.steps for s in stats]), 2),
         "gain": round((now[0] - first[0]) / updates, 4), "gain_held": round((held[0] - held_first[0]) / updates, 4),
         "p_base": float(f"{p_base:.4g}"), "p_last": float(f"{p_last:.4g}"),
@@ -166,10 +168,11 @@ def main(args: argparse.Namespace) -> int:
     rows = []
     grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
     dtypes = ["float32", "bfloat16"] if args.dtype == "both" else [args.dtype]
-    for rank, steps, dtype in ((r, s, d) for r in args.rank for s in args.steps for d in dtypes):
+    grid = ((r, s, d, m) for m in args.modules for r in args.rank for s in args.steps for d in dtypes)
+    for rank, steps, dtype, modules in grid:
         for lr, grad in ((lr, grad) for lr in args.lr for grad in grads):
             row = {"model": args.model} | run_one(
-                model, lr, steps, rank, args.updates, temperature, args.kl_max, grad, dtype
+                model, lr, steps, rank, args.updates, temperature, args.kl_max, grad, dtype, modules
             )
             rows.append(row)
             print(" ".join(f"{k}={row[k]}" for k in COLUMNS), flush=True)
@@ -199,6 +202,9 @@ if __name__ == "__main__":
         default="float32",
         help="the weights' dtype (the adapter's stays float32, as peft keeps it)",
     )
+    ap.add_argument("--modules", nargs="+", default=["all-linear"],
+                    help="LoRA targets (GRPOConfig.target_modules): all-linear, or module names joined by commas "
+                         "(lm_head: the output head alone); several: each in turn")  # fmt: skip
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", default=None, help="CSV file for the table")
     raise SystemExit(main(ap.parse_args()))
