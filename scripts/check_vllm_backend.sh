@@ -6,7 +6,8 @@
 # VLLM_VENV). There vllm is installed WITHOUT its dependencies (they would pull a multi-GB CUDA torch),
 # next to the CPU torch wheel and only the pure-Python packages needed to import `vllm.SamplingParams`,
 # `vllm.sampling_params.StructuredOutputsParams`, `vllm.lora.request.LoRARequest`, `vllm.outputs`,
-# `vllm.engine.arg_utils.EngineArgs` and `vllm.LLM`. tests/test_vllm_backend.py then builds the real
+# `vllm.engine.arg_utils.EngineArgs`, `vllm.LLM` and vLLM's LoRA checkpoint loader (`LoRAModel`, which
+# also needs einops; peft writes the checkpoint it reads). tests/test_vllm_backend.py then builds the real
 # vLLM objects through the backend's own code path. The `gpu` test of a real `vllm.LLM` skips here.
 # arts itself is installed there editable and without dependencies, so `arts.policy.backends.vllm`
 # imports as it does in the project's environment.
@@ -28,7 +29,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
     pip install "transformers>=5.16.1,<5.21" numpy packaging msgspec "pydantic>=2.12" regex cbor2 \
         psutil pyzmq urllib3 aiohttp requests openai-harmony openai cloudpickle pillow pybase64 \
         cachetools uvloop py-cpuinfo pyyaml tqdm "xgrammar==0.2.8" \
-        prometheus-client fastapi partial-json-parser llguidance pytest
+        prometheus-client fastapi partial-json-parser llguidance einops peft pytest
     pip install --no-deps -e .  # the package layout lives in pyproject.toml, hence its place in the stamp
     echo "$want" > "$STAMP"
 fi

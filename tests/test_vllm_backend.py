@@ -166,6 +166,42 @@ def test_requests_of_one_adapter_go_to_the_engine_as_one_chat(tmp_path):
     assert [u.prompt_tokens for u in seen] == [3, 4, 3]
 
 
+def test_vllms_loader_reads_a_checkpoint_of_lora_on_the_output_head(tmp_path, monkeypatch):
+    """`ttt.grpo.target_modules = ["lm_head"]` on a model whose head is tied to its embeddings (SmolLM2's
+    shape): the checkpoint `save_checkpoint` writes is read by vLLM's own LoRA loader, its config by
+    `PEFTHelper` and its weights as the lm_head module's A and B (vLLM wraps a Llama's lm_head, tied or
+    not, in `LogitsProcessorWithLoRA`), with no embedding weights that vLLM would reject."""
+    torch = pytest.importorskip("torch")
+    peft = pytest.importorskip("peft")
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from vllm.lora import lora_model
+    from vllm.lora.lora_model import LoRAModel
+    from vllm.lora.peft_helper import PEFTHelper
+
+    from arts.training.checkpoint import save_checkpoint
+
+    config = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=True)  # fmt: skip
+    torch.manual_seed(0)
+    lora = peft.LoraConfig(r=4, lora_alpha=8, target_modules=["lm_head"], init_lora_weights=False)
+    model = peft.get_peft_model(LlamaForCausalLM(config), lora, adapter_name="ttt")
+    folder = save_checkpoint(tmp_path, 1, model, "ttt", tmp_path / "base", None, {})
+    helper = PEFTHelper.from_local_dir(str(folder), max_position_embeddings=None)
+    monkeypatch.setattr(lora_model, "PIN_MEMORY", False)  # pinned host memory is for a GPU's copies
+    expected = {"lm_head", "embed_tokens", "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                "down_proj"}  # fmt: skip
+    loaded = LoRAModel.from_local_checkpoint(
+        str(folder), expected, helper, lora_model_id=1, device="cpu", model_vocab_size=config.vocab_size
+    )
+    head = loaded.get_lora("lm_head")
+    assert head is not None and set(loaded.loras) == {"lm_head"}
+    assert tuple(head.lora_a.shape) == (4, 32) and tuple(head.lora_b.shape) == (96, 4)
+    b = model.base_model.model.lm_head.lora_B["ttt"].weight.detach()
+    a = model.base_model.model.lm_head.lora_A["ttt"].weight.detach()
+    assert torch.equal(head.lora_a, a) and torch.equal(head.lora_b, b)  # as trained; vLLM scales them later
+    assert helper.r == 4 and helper.lora_alpha == 8 and helper.target_modules == ["lm_head"]
+
+
 @pytest.mark.gpu
 def test_real_engine_samples_structured_answers_and_scores_them():
     torch = pytest.importorskip("torch")
