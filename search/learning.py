@@ -109,6 +109,7 @@ class Learning:
             resumed=info.resumed,
             optimizer_restored=info.optimizer_restored,
             weights=info.weights,
+            layers=info.layers,
         )
         self._publish()
 

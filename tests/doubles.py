@@ -667,6 +667,25 @@ def tiny_scientist(monkeypatch: Any, tiny_model_dir: Path) -> None:
     monkeypatch.setattr("arts.search.run.make_backend", make)
 
 
+def rules_executor(monkeypatch: Any) -> dict[str, Any]:
+    """`arts search` makes its backends as usual, except a model named `rules` (`--executor-model rules`),
+    which becomes a `RuleBackend`; the returned dict holds the executor and the last other backend made
+    (`scientist`)."""
+    import arts.search.run
+
+    made, real_make = {"executor": RuleBackend()}, arts.search.run.make_backend
+
+    def make(mc, sink, seed):
+        if mc.model == "rules":
+            made["executor"].sink = sink
+            return made["executor"]
+        made["scientist"] = real_make(mc, sink, seed)
+        return made["scientist"]
+
+    monkeypatch.setattr("arts.search.run.make_backend", make)
+    return made
+
+
 def free_port() -> int:
     """A loopback port that was free a moment ago."""
     with socket.socket() as s:

@@ -29,7 +29,7 @@ from arts.search.state import Node, Rollout
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import ActionGroup, Trainer, weights_digest
-from tests.doubles import RuleBackend, make_task, runner, serving
+from tests.doubles import make_task, rules_executor, runner, serving
 
 PROMPT = [
     {"role": "system", "content": "You are a research scientist. Answer with JSON only."},
@@ -48,6 +48,9 @@ ACTIONS = [canonical_action(c) for c in CANDIDATES]
 QUOTED = canonical_action({"parent": 1, "hypothesis": 'set X to "3" exactly', "axis": "x value"})
 """An action the grammar rejects (string fields allow no escapes): it can be neither scored nor trained on."""
 SCHEMA = proposal_schema([1], len(CANDIDATES)).model_json_schema()
+
+LINEAR = "rank 8, alpha 16, down_proj, gate_proj, k_proj, o_proj, q_proj, up_proj, v_proj"
+"""The `ttt_start` event's layers of an adapter at the defaults: every linear layer of the body."""
 
 
 def lora(backend) -> dict[str, torch.Tensor]:
@@ -340,7 +343,7 @@ def test_a_restart_continues_from_the_checkpoint_and_rescores_old_logprobs(
     again, uses, _ = learning(run, TransformersBackend(str(tiny_model_dir), seed=0))
     start = payloads(again, "ttt_start")[-1]
     saved = weights_digest(load_file(run / "adapters/1/adapter_model.safetensors"))
-    assert start == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved}
+    assert start == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved, "layers": LINEAR}
     assert again.last_round == 1 and uses == ["ttt"]
     end_round(again, 2)
     assert [p["k"] for p in payloads(again, "update")] == [1, 2]
@@ -418,7 +421,7 @@ def test_resume_after_sigkill_continues_from_the_saved_adapter(tmp_path, tiny_mo
         starts = [e.payload for e in store.events("ttt_start")]
         updates = [e.payload["k"] for e in store.events("update")]
         last = store.get_meta("round")
-    assert starts[1] == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved}
+    assert starts[1] == {"k": 1, "resumed": True, "optimizer_restored": True, "weights": saved, "layers": LINEAR}
     assert updates == list(range(1, len(updates) + 1)) and len(updates) >= 2, updates
     state = json.loads((run / f"adapters/{updates[-1]}/trainer_state.json").read_text())
     assert state["k"] == updates[-1] and state["last_round"] <= last
@@ -431,22 +434,13 @@ def test_served_scientist_samples_each_checkpoint_under_a_new_adapter_name(
 ):
     """TTT with the scientist behind an OpenAI-compatible server (`arts serve`, as vLLM would be): the
     weights train in a local copy and every checkpoint is loaded into the server under a new name."""
-    import arts.search.run
     from arts.policy.backends.serve import build_app
     from arts.policy.backends.transformers import TransformersBackend
     from arts.search.config import SearchConfig
     from arts.search.run import start_run
 
     served = TransformersBackend(str(tiny_model_dir), seed=0)
-    executor, real_make = RuleBackend(), arts.search.run.make_backend
-
-    def make(mc, sink, seed):
-        if mc.model == "rules":
-            executor.sink = sink
-            return executor
-        return real_make(mc, sink, seed)
-
-    monkeypatch.setattr("arts.search.run.make_backend", make)
+    rules_executor(monkeypatch)
     with serving(build_app(served, served_name="tiny")) as url:
         cfg = SearchConfig(
             task=str(make_task(tmp_path / "task")),

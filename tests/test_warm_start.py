@@ -13,12 +13,12 @@ from arts.search.state import Node, SearchState
 from arts.search.store import Store
 from arts.training.grpo import GRPOConfig
 from arts.training.ttt import Trainer
-from tests.doubles import RuleBackend, make_task
+from tests.doubles import make_task, rules_executor
 
 
-def trained_adapter(backend, folder):
+def trained_adapter(backend, folder, config=None):
     """An adapter folder as `arts export` writes one: checkpoint 0 of a trainer whose B matrices were moved."""
-    trainer = Trainer(backend, GRPOConfig(), folder, seed=3)
+    trainer = Trainer(backend, config or GRPOConfig(), folder, seed=3)
     with torch.no_grad():
         for name, p in backend.model.named_parameters():
             if ".ttt." in name and "lora_B" in name:
@@ -39,30 +39,43 @@ def test_ttt_starts_training_from_the_given_adapter(tmp_path, tiny_model_dir):
     assert info.state["warm_start"] == str(warm) and not info.resumed
 
 
-def test_a_warm_start_of_another_rank_names_the_fix(tmp_path, tiny_model_dir):
+def test_a_warm_start_and_a_resumed_checkpoint_decide_the_adapters_layers_and_rank(tmp_path, tiny_model_dir):
+    """A warm start trained with other layers or another rank (an `arts train --method grpo` over runs with
+    LoRA on the output head, into a search at the defaults) is taken as it is: the trainer adapts its layers
+    at its rank; a resumed run keeps its checkpoint's, whatever the config now says."""
+    from arts.policy.backends.transformers import TransformersBackend
+
+    head = GRPOConfig(target_modules=["lm_head"], lora_rank=4, lora_alpha=8.0)
+    warm = trained_adapter(TransformersBackend(str(tiny_model_dir), seed=0), tmp_path / "earlier", head)
+    trainer = Trainer(TransformersBackend(str(tiny_model_dir), seed=0), GRPOConfig(), tmp_path / "run", init=warm)
+    info = trainer.start()
+    assert info.layers == "rank 4, alpha 8, lm_head" and trainer.config.target_modules == ["lm_head"]
+    saved = load_file(tmp_path / "run" / "adapters" / "0" / "adapter_model.safetensors")
+    assert saved.keys() == load_file(warm / "adapter_model.safetensors").keys()
+    again = Trainer(TransformersBackend(str(tiny_model_dir), seed=0), GRPOConfig(lora_rank=16), tmp_path / "run")
+    resumed = again.start()
+    assert resumed.resumed and resumed.layers == info.layers and resumed.weights == info.weights
+
+
+def test_a_warm_start_of_another_base_model_names_the_fix(tmp_path, tiny_model_dir):
+    from safetensors.torch import save_file
+
     from arts.policy.backends.transformers import TransformersBackend
 
     warm = trained_adapter(TransformersBackend(str(tiny_model_dir), seed=0), tmp_path / "earlier")
+    weights = load_file(warm / "adapter_model.safetensors")  # LoRA A of a model with another hidden size
+    save_file({k: torch.zeros(v.shape[0], 32) if "lora_A" in k else v for k, v in weights.items()},
+              warm / "adapter_model.safetensors")  # fmt: skip
     other = TransformersBackend(str(tiny_model_dir), seed=0)
-    with pytest.raises(ValueError, match="lora_rank 8"):
-        Trainer(other, GRPOConfig(lora_rank=4), tmp_path / "run", init=warm).start()
+    with pytest.raises(ValueError, match="does not fit this model's layers .*give an adapter of the scientist"):
+        Trainer(other, GRPOConfig(), tmp_path / "run", init=warm).start()
 
 
 def test_a_search_samples_its_proposals_from_the_warm_start_adapter(tmp_path, tiny_model_dir, monkeypatch):
-    import arts.search.run
     from arts.policy.backends.transformers import TransformersBackend
 
     warm = trained_adapter(TransformersBackend(str(tiny_model_dir), seed=0), tmp_path / "earlier")
-    executor, real_make, seen = RuleBackend(), arts.search.run.make_backend, {}
-
-    def make(mc, sink, seed):
-        if mc.model == "rules":
-            executor.sink = sink
-            return executor
-        seen["scientist"] = real_make(mc, sink, seed)
-        return seen["scientist"]
-
-    monkeypatch.setattr("arts.search.run.make_backend", make)
+    seen = rules_executor(monkeypatch)
     task = make_task(tmp_path / "task")
     code = main([
         "search", str(task), "--model", str(tiny_model_dir), "--executor-model", "rules", "--evals", "2",
@@ -74,6 +87,25 @@ def test_a_search_samples_its_proposals_from_the_warm_start_adapter(tmp_path, ti
         usage = [e.payload for e in store.events("usage") if e.payload["purpose"] == "propose"]
     assert usage and all(u["adapter"] == "warm-start" for u in usage)
     assert "warm-start" in seen["scientist"].adapters
+
+
+def test_arts_search_ttt_trains_the_layers_of_its_warm_start(tmp_path, tiny_model_dir, monkeypatch):
+    """The user's path: `arts search --ttt` at the default layers, from a warm start of LoRA on the output
+    head: the run trains the head at the warm start's rank and says so in its `ttt_start` event."""
+    from arts.policy.backends.transformers import TransformersBackend
+
+    head = GRPOConfig(target_modules=["lm_head"], lora_rank=4, lora_alpha=8.0)
+    warm = trained_adapter(TransformersBackend(str(tiny_model_dir), seed=0), tmp_path / "earlier", head)
+    rules_executor(monkeypatch)
+    code = main([
+        "search", str(make_task(tmp_path / "task")), "--model", str(tiny_model_dir), "--executor-model", "rules",
+        "--evals", "2", "--rounds", "1", "--audits", "0", "--ttt", "--adapter", str(warm),
+        "--set", "scientist.inspect=0", "--run-dir", str(tmp_path / "run"),
+    ])  # fmt: skip
+    assert code == 0
+    with Store.open(tmp_path / "run", create=False) as store:
+        [start] = [e.payload for e in store.events("ttt_start")]
+    assert start["layers"] == "rank 4, alpha 8, lm_head" and not start["resumed"]
 
 
 def test_under_ttt_a_proposal_may_start_from_the_best_and_the_most_recent_nodes():

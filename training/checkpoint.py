@@ -113,6 +113,21 @@ def load_weights(model: Any, adapter: str, path: Path) -> None:
         )
 
 
+def adapter_shape(path: Path | None) -> dict[str, Any] | None:
+    """The LoRA shape of an adapter folder as `GRPOConfig` fields (`lora_rank`, `lora_alpha`,
+    `target_modules`, the layers peft resolved), read from its `adapter_config.json`; None without one."""
+    file = Path(path) / ADAPTER_FILES[0] if path is not None else None
+    if file is None or not file.is_file():
+        return None
+    config = json.loads(file.read_text())
+    targets = config.get("target_modules")
+    return {
+        "lora_rank": int(config.get("r", 8)),
+        "lora_alpha": float(config.get("lora_alpha", 2 * int(config.get("r", 8)))),
+        "target_modules": sorted(targets) if isinstance(targets, list) else targets,
+    }
+
+
 def load_optimizer(optimizer: torch.optim.Optimizer, path: Path) -> bool:
     """Restore AdamW state from a checkpoint folder; False when it has none (training restarts the
     moment estimates, the weights are still the checkpoint's)."""

@@ -33,6 +33,7 @@ from peft import get_peft_model_state_dict
 from arts.policy.backends.transformers import TransformersBackend
 from arts.policy.base import BackendError
 from arts.training.checkpoint import (
+    adapter_shape,
     checkpoint_path,
     checkpoints,
     load_optimizer,
@@ -117,6 +118,9 @@ class StartInfo:
     state: dict[str, Any]
     """The checkpoint's `trainer_state.json`: k, and for k >= 1 the update's stats, `scoring_s` and the
     caller's note."""
+    layers: str = ""
+    """The adapter's LoRA shape: rank, alpha and the layers it adapts (those of the checkpoint resumed or
+    of the warm start, when there is one, whatever `GRPOConfig` says)."""
 
 
 @dataclass
@@ -158,6 +162,10 @@ class Trainer:
                 "scientist (vLLM, OpenAI-compatible) gets a local trainer copy through "
                 "--set ttt.trainer_model=PATH."
             )
+        done = checkpoints(Path(run_dir))
+        shape = adapter_shape(checkpoint_path(Path(run_dir), done[-1]) if done else init)
+        if shape is not None:  # the checkpoint resumed, or the warm start, decides the layers and rank
+            config = config.model_copy(update=shape)
         self.backend, self.config, self.run_dir = backend, config, Path(run_dir)
         self.temperature = temperature
         """The scientist's sampling temperature: every log-prob here (old, new, reference) is taken under
@@ -208,7 +216,11 @@ class Trainer:
         digest = weights_digest(
             get_peft_model_state_dict(model, adapter_name=ADAPTER, save_embedding_layers=False)
         )
-        return StartInfo(self.k, bool(done), restored, digest, state)
+        c = self.config
+        names = model.peft_config[ADAPTER].target_modules  # the modules peft adapted: their kinds say enough
+        targets = names if isinstance(names, str) else ", ".join(sorted({n.rsplit(".", 1)[-1] for n in names}))
+        layers = f"rank {c.lora_rank}, alpha {c.lora_alpha:g}, {targets}"
+        return StartInfo(self.k, bool(done), restored, digest, state, layers)
 
     def _warm_start(self, model: Any) -> None:
         if not (self.init / "adapter_config.json").is_file():
@@ -219,11 +231,10 @@ class Trainer:
         try:
             load_weights(model, ADAPTER, self.init)
         except (RuntimeError, ValueError) as e:
-            rank = json.loads((self.init / "adapter_config.json").read_text()).get("r")
+            base = json.loads((self.init / "adapter_config.json").read_text()).get("base_model_name_or_path")
             raise ValueError(
-                f"--adapter {self.init} does not fit the trained adapter (its rank is {rank}, "
-                f"ttt.grpo.lora_rank is {self.config.lora_rank}); set --ttt.grpo.lora_rank {rank} and the same "
-                f"target modules: {str(e).splitlines()[0][:200]}"
+                f"--adapter {self.init} does not fit this model's layers (it was trained on {base}); give "
+                f"an adapter of the scientist's base model: {str(e).splitlines()[0][:200]}"
             ) from None
 
     def old_logprobs(
