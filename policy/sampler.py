@@ -44,11 +44,15 @@ def draw(
     *,
     tail_threshold: float | None = None,
     replace: bool = False,
+    stated: Sequence[float] | None = None,
 ) -> list[Draw]:
     """Draw n candidate indices in proportion to the stated probabilities.
 
     Without replacement while candidates last (a group of distinct experiments), then with replacement.
-    With `tail_threshold`, only candidates whose normalised probability is below it are eligible.
+    With `tail_threshold`, only candidates whose normalised probability is below it are eligible: the
+    probabilities `stated` when given (the scientist's own, where `probs` are them tilted by what an
+    adapter learned: the tail is the scientist's, and a move the adapter favours is drawn more often within
+    it, not pushed out of it), else `probs`.
     """
     p = normalise(probs)
     if not p or n <= 0:
@@ -56,7 +60,8 @@ def draw(
     eligible = list(range(len(p)))
     tail = False
     if tail_threshold is not None:
-        low = [i for i in eligible if p[i] < tail_threshold]
+        q = normalise(stated) if stated is not None and len(stated) == len(p) else p
+        low = [i for i in eligible if q[i] < tail_threshold]
         if low:
             eligible, tail = low, True
     out: list[Draw] = []

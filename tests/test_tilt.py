@@ -121,3 +121,27 @@ def test_a_warm_start_tilts_the_draw_through_arts_search(monkeypatch, tmp_path, 
         )
     assert changed
     json.dumps(steep)  # the event is stored as JSON
+
+
+def test_past_the_tail_depth_the_tilt_still_draws_the_move_the_adapter_favours(monkeypatch, tmp_path, tiny_model_dir):
+    """Round 2's lists are tail lists (`scientist.tail_depth=1`): the tail is read from the scientist's
+    stated probabilities, so a steep tilt (here a scripted adapter that favours each list's first
+    candidate) draws the favoured candidate wherever both are stated in the tail. Read from the tilted
+    weights, the favoured candidate would always be out of the tail and never drawn."""
+    import arts.search.methods.arts as arts_method
+
+    favour = lambda run, proposed: [5.0 if i % 2 == 0 else -5.0 for i in range(len(proposed.candidates))]  # noqa: E731
+    monkeypatch.setattr(arts_method, "move_ratios", favour)
+    make_task(tmp_path / "task")
+    steep = _search(monkeypatch, tmp_path, tiny_model_dir, "tail", "scientist.tilt=50", "scientist.tilt_cap=50",
+                    "scientist.tail_depth=1", "scientist.tail_threshold=0.9", seed=6)  # fmt: skip
+    tail_lists = 0
+    for d in steep[1:]:  # from round 2 the parent is below the seed
+        cands = d["candidates"]
+        for index, _, tail in d["drawn"]:
+            pair = [index - index % 2, index - index % 2 + 1]
+            total = sum(cands[i]["probability"] for i in pair)
+            if tail and all(0 < cands[i]["probability"] / total < 0.9 for i in pair):
+                assert index == pair[0]  # the favoured one, in the tail
+                tail_lists += 1
+    assert tail_lists, "no tail list with both candidates in the tail"

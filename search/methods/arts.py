@@ -174,15 +174,13 @@ def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float,
             weights = hypotheses.selection_weights(
                 run.state, [cands[i] for i in idx], cfg.space.cite_boost, cfg.components.observations
             )
+            stated = weights
             if ratios is not None:
                 weights = tilted(
                     weights, [ratios[i] for i in idx], cfg.scientist.tilt, cfg.scientist.tilt_cap
                 )
-            draws = (
-                draw(weights, cfg.group if lists == 1 else 1, run.rng, tail_threshold=threshold)
-                if idx
-                else []
-            )
+            n = cfg.group if lists == 1 else 1
+            draws = draw(weights, n, run.rng, tail_threshold=threshold, stated=stated) if idx else []
             picks += [(idx[d.index], d.probability, d.tail) for d in draws]
     else:  # ablation: the top admissible candidate for every action
         top = max((i for i in range(len(cands)) if ok[i]), key=lambda i: cands[i].probability)
