@@ -218,7 +218,9 @@ class Trainer:
         )
         c = self.config
         names = model.peft_config[ADAPTER].target_modules  # the modules peft adapted: their kinds say enough
-        targets = names if isinstance(names, str) else ", ".join(sorted({n.rsplit(".", 1)[-1] for n in names}))
+        targets = (
+            names if isinstance(names, str) else ", ".join(sorted({n.rsplit(".", 1)[-1] for n in names}))
+        )
         layers = f"rank {c.lora_rank}, alpha {c.lora_alpha:g}, {targets}"
         return StartInfo(self.k, bool(done), restored, digest, state, layers)
 
