@@ -77,7 +77,9 @@ class Learning:
         self.serving = serving
         """A served scientist (vLLM, OpenAI-compatible): each checkpoint is loaded there under a new name."""
         self.watch = watch
-        """A class of moves whose held-out probability each update measures (`training.watch`)."""
+        """A class of moves whose held-out probability each update measures (`training.watch`): once per
+        checkpoint, on the first round sampled under it that offers the class (a skipped update leaves the
+        adapter as it was, and a second reading of it would cost as much as the update)."""
         self.decoys = decoys
         """Targets on which a watched verb alone is not of the class (a probe's decoys)."""
         self.tilt = tilt
@@ -88,6 +90,10 @@ class Learning:
         """Rounds up to this one have been examined for training."""
         self._old: dict[int, list[float]] = {}
         """Per-token old log-probs by rollout id, until the update that trains on them."""
+        self._watched = {
+            int(e.payload["k"]) for e in ledger.events("watch") if e.payload.get("scored")
+        }  # fmt: skip
+        """The checkpoints the watch has read (`watch`)."""
         self._scored: dict[tuple[int, Any], list[float] | None] = {}
         """This round's lists, scored: by (group, sampled tokens), or (group, action text) without tokens."""
 
@@ -192,7 +198,7 @@ class Learning:
         ]  # fmt: skip
         groups = self._groups(rollouts)
         again = self._replayed(round)
-        if self.watch and rollouts:
+        if self.watch and rollouts and self.trainer.k not in self._watched:
             self._watch(rollouts, round)
         joined = sum(g.companions for g in groups)
         note = {
@@ -245,6 +251,7 @@ class Learning:
         )
         self.ledger.event("watch", round=round, k=trainer.k, move=self.watch, **(got or {"scored": False}))
         if got:
+            self._watched.add(trainer.k)
             self.log(
                 f"watch {self.watch!r}: x{got['ratio']:.2f} the base model's {got['measure']} under {trainer.label}"
             )

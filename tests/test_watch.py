@@ -63,6 +63,34 @@ def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_
     assert any(line.startswith("watch 'increase X': x") for line in lines)
 
 
+def test_each_checkpoint_is_watched_once_and_a_skipped_update_adds_no_reading(tmp_path, tiny_backend):
+    """Round 2 gives no signal (every experiment scores alike), so its update is skipped and round 3 still
+    samples from checkpoint 1, which round 2 has read already: the watch reads checkpoints 0 and 1 once
+    each, and the run's events say which round read which."""
+    ledger = Ledger(Store.open(tmp_path / "run"))
+    ledger.add(Node(status="seed", score=-4.0, raw_score=-4.0))
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=lambda line: None,
+                   watch="increase X")  # fmt: skip
+    ttt.start()
+    for k in (1, 2, 3):
+        rollouts = []
+        for i, c in enumerate(CANDIDATES):
+            r = ledger.add(Rollout(round=k, group=k, prompt=PROMPT, candidates=CANDIDATES, drawn=i,
+                                   action=canonical_action(c), json_schema=SCHEMA))  # fmt: skip
+            paying = c["hypothesis"].startswith("increase X") and k != 2
+            node = ledger.add(Node(parent=1, depth=1, round=k, status="valid", score=-1.0 if paying else -9.0,
+                                   rollout=r.id))  # fmt: skip
+            r.node = node.id
+            rollouts.append(ledger.update(r))
+        ttt.sampled(rollouts)
+        ttt.reward(k)
+        ttt.update(k)
+    assert [e.payload["round"] for e in ledger.events("update_skipped")] == [2]
+    watched = [(e.payload["round"], e.payload["k"]) for e in ledger.events("watch")]
+    assert watched == [(1, 0), (2, 1)]
+
+
 def test_on_a_sampled_list_the_class_is_weighed_as_the_draw_weighs_it(tmp_path, tiny_backend):
     """The class's probability of being written where it stands times its expected stated probability over
     its list's (shares that sum to 1), the base model's own under a fresh adapter; a list that does not

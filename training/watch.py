@@ -23,10 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from arts.training.credit import base_model
+from arts.training.list_scores import (
+    HYPOTHESIS,
+    StatedPlan,
+    boundary,
+    list_distributions,
+    picked,
+    value_start,
+)
 from arts.training.logprobs import ActionTarget, adapter_scope, score_targets
-from arts.training.stated import PROBABILITY
-
-HYPOTHESIS = '"hypothesis": "'
 
 
 def head(json_schema: dict[str, Any] | None, parent: int) -> str:
@@ -76,59 +81,18 @@ def tuned_and_base(
     return tuned, base
 
 
-def value_start(tokenizer: Any, tokens: list[int], candidate: int, key: str = PROBABILITY) -> int | None:
-    """The index of the token that begins the value after `key` (the stated probability by default) of
-    candidate `candidate` (0-based) in a sampled list, or None when no token boundary falls exactly there."""
-    text, at = tokenizer.decode(tokens), -1
-    for _ in range(candidate + 1):
-        at = text.find(key, at + 1)
-        if at < 0:
-            return None
-    return boundary(tokenizer, tokens, at + len(key), exact=True)
-
-
-def boundary(tokenizer: Any, tokens: list[int], at: int, exact: bool = False) -> int | None:
-    """The first token index whose decoded prefix reaches character `at`; with `exact`, None unless it
-    ends there."""
-    for i in range(len(tokens) + 1):
-        n = len(tokenizer.decode(tokens[:i]))
-        if n >= at:
-            return None if exact and n > at else i
-    return None
-
-
-def offer_probability(
-    backend: Any,
-    prompt: list[dict[str, Any]],
-    json_schema: dict[str, Any],
-    tokens: list[int],
-    candidate: int,
-    move: str,
-    adapter: str,
-    temperature: float = 1.0,
-) -> tuple[float, float] | None:
-    """(Under `adapter`, under the base) the probability that candidate `candidate` of a sampled list
-    begins its hypothesis with `move`, everything before that as sampled: the sampled tokens that spell
-    the move (to the first token boundary at or past its end), under the proposal grammar at
-    `temperature`. None when the hypothesis does not start on a token boundary or does not start with
-    `move`."""
-    tok = backend.tokenizer
-    start = value_start(tok, tokens, candidate, HYPOTHESIS)
+def offer_positions(tokenizer: Any, tokens: list[int], candidate: int, move: str) -> list[int] | None:
+    """The positions of the sampled tokens that spell `move` at the start of candidate `candidate`'s
+    hypothesis (to the first token boundary at or past its end); None when the hypothesis does not start
+    on a token boundary or does not start with `move`."""
+    start = value_start(tokenizer, tokens, candidate, HYPOTHESIS)
     if start is None:
         return None
-    at = len(tok.decode(tokens[:start]))
-    if not tok.decode(tokens)[at:].startswith(move):
+    at = len(tokenizer.decode(tokens[:start]))
+    if not tokenizer.decode(tokens)[at:].startswith(move):
         return None
-    end = boundary(tok, tokens, at + len(move))
-    if end is None:
-        return None
-    got = backend.grammars.replay_bitmasks(json_schema, tokens[:end])
-    if got.rejected is not None:
-        return None
-    target = ActionTarget(tokens[start:end], got.masks[start:end].clone(), scales=got.scales[start:end])
-    prompt_ids = backend.encode_prompt(prompt) + tokens[:start]
-    tuned, base = tuned_and_base(backend, adapter, prompt_ids, [target], temperature)
-    return math.exp(math.fsum(tuned[0])), math.exp(math.fsum(base[0]))
+    end = boundary(tokenizer, tokens, at + len(move))
+    return None if end is None else list(range(start, end))
 
 
 def stated_probabilities(
@@ -143,33 +107,15 @@ def stated_probabilities(
     scientist states for it, everything before that value as sampled: what the draw weighs it by.
 
     The value is read to one decimal: P("1") + sum over d of (d/10 + 0.05) P("0.d"), each path's
-    probability under the proposal grammar at `temperature` (later digits taken at their midpoint): one
-    forward over the prompt and the list up to the value, and the eleven short paths after it. None for
-    a candidate whose value does not start on a token boundary."""
-    tok = backend.tokenizer
-    one, zero, dot = (tok.encode(s, add_special_tokens=False)[0] for s in ("1", "0", "."))
-    digits = [tok.encode(str(d), add_special_tokens=False)[0] for d in range(10)]
-    paths = [([one], 1.0)] + [([zero, dot, digit], d / 10 + 0.05) for d, digit in enumerate(digits)]
-    prompt_ids = backend.encode_prompt(prompt)
-    out: list[tuple[float, float] | None] = []
-    for candidate in range(tok.decode(tokens).count(PROBABILITY)):
-        start = value_start(tok, tokens, candidate)
-        if start is None:
-            out.append(None)
-            continue
-        targets, values = [], []
-        for path, value in paths:
-            got = backend.grammars.replay_bitmasks(json_schema, tokens[:start] + path)
-            if got.rejected is None:
-                targets.append(ActionTarget(path, got.masks[start:].clone(), scales=got.scales[start:]))
-                values.append(value)
-        if not targets:
-            out.append(None)
-            continue
-        both = tuned_and_base(backend, adapter, prompt_ids + tokens[:start], targets, temperature)
-        expected = [math.fsum(v * math.exp(math.fsum(r)) for r, v in zip(rows, values)) for rows in both]
-        out.append((expected[0], expected[1]))
-    return out
+    probability under the proposal grammar at `temperature` (later digits taken at their midpoint). The
+    distributions at the value's first token, after its "0" and after its "0." are read from one scoring
+    of the list (`list_distributions`), with one more row per value not written "0.d". None for a
+    candidate whose value does not start on a token boundary."""
+    plan = StatedPlan.of(backend, json_schema, tokens)
+    got = list_distributions(backend, adapter, prompt, json_schema, plan.rows, temperature)
+    if got is None:
+        return [None] * len(plan.starts)
+    return plan.values(*got)
 
 
 AXIS = '"axis": "'
@@ -189,7 +135,7 @@ def slot_probabilities(
     it, everything before the slot's axis as sampled: its target as the axis, the slot's own sampled tokens
     up to the hypothesis, then the move in the tokenizer's spelling, the one constrained decoding writes
     (`policy.backends.spelling`; before it, the embedded model wrote one move in 12 spellings in 49
-    writings, and a sum over guessed spellings missed them all). Unlike `offer_probability`, it needs
+    writings, and a sum over guessed spellings missed them all). Unlike `draw_measure`, it needs
     no list that wrote the class: it measures how likely the class was where the harness offered it."""
     tok = backend.tokenizer
     text, target = tok.decode(tokens), move.split()[-1]
@@ -261,7 +207,7 @@ def measure(
     payload of a `watch` event; None when it cannot be scored.
 
     With sampled lists, in the first list that offers it: its draw probability, the probability of
-    writing it where the list wrote it (`offer_probability`) times its draw weight there (its expected
+    writing it where the list wrote it (`offer_positions`) times its draw weight there (its expected
     stated probability over the sum of its list's, `stated_probabilities`); `ratio` is the adapter's over
     the base's. With `tilt` (the draw's exponent and cap, `ScientistConfig.tilt`), the adapter's draw weights
     are tilted as the draw tilts them (`training.tilt`); the base's are not. `member(hypothesis)`
@@ -277,22 +223,7 @@ def measure(
     ]  # fmt: skip
     if offered:
         r, i = offered[0]
-        stated = stated_probabilities(backend, r.prompt, r.json_schema or {}, r.tokens, adapter, temperature)
-        if any(s is None for s in stated) or i >= len(stated):
-            return None
-        offer = offer_probability(
-            backend, r.prompt, r.json_schema or {}, r.tokens, i, move, adapter, temperature
-        )
-        if offer is None:
-            return None
-        factors = tilt_factors(backend, r, adapter, temperature, tilt, len(stated))
-        tuned = [s[0] * f for s, f in zip(stated, factors)]
-        weight, weight_base = tuned[i] / math.fsum(tuned), stated[i][1] / math.fsum(s[1] for s in stated)
-        draw, draw_base = offer[0] * weight, offer[1] * weight_base
-        return {"scored": True, "measure": "draw probability", "draw": draw, "draw_base": draw_base,
-                "offer": offer[0], "offer_base": offer[1], "stated": stated[i][0], "stated_base": stated[i][1],
-                "weight": weight, "weight_base": weight_base, "tilt": factors[i],
-                "ratio": draw / draw_base}  # fmt: skip
+        return draw_measure(backend, r, i, move, adapter, temperature, tilt)
     if any(r.tokens for r in rollouts):  # sampled lists, none of which wrote the move: where it was offered
         whole = len(move.split()) == 2  # a verb and its target; a verb alone spans targets and decoys
         return slot_measure(backend, rollouts, move, adapter, temperature, lists=1) if whole else None
@@ -307,19 +238,44 @@ def measure(
             "ratio": math.exp(got[0] - got[1])}  # fmt: skip
 
 
-def tilt_factors(
-    backend: Any, rollout: Any, adapter: str, temperature: float, tilt: tuple[float, float], n: int
-) -> list[float]:
-    """The draw's tilt of each of the `n` candidates of a rollout's sampled list under `adapter`
-    (`training.tilt`); all 1 when the tilt is off or the list cannot be split into its candidates."""
+def draw_measure(
+    backend: Any, rollout: Any, i: int, move: str, adapter: str, temperature: float, tilt: tuple[float, float]
+) -> dict | None:
+    """`measure`'s payload for candidate `i` of a rollout's sampled list, which writes the class: its
+    offer (`offer_positions`), every candidate's stated value (`StatedPlan`) and, with `tilt`, each
+    candidate's move log-ratio (`training.tilt`), all from one scoring of the list per model."""
     from arts.policy.spans import candidate_token_spans
-    from arts.training.tilt import move_log_ratios, tilted
+    from arts.training.logprobs import move_positions
+    from arts.training.tilt import tilted
 
+    tok, tokens, schema = backend.tokenizer, rollout.tokens, rollout.json_schema or {}
+    offer_at = offer_positions(tok, tokens, i, move)
+    if offer_at is None:
+        return None
     beta, cap = tilt
-    if not beta:
-        return [1.0] * n
-    tok = backend.tokenizer
-    decode = lambda ids: tok.decode(ids, skip_special_tokens=True)  # noqa: E731
-    spans = candidate_token_spans(decode(rollout.tokens), rollout.tokens, decode)
-    got = move_log_ratios(backend, adapter, rollout.prompt, rollout.json_schema or {}, [(rollout.tokens, spans)], temperature)[0]  # fmt: skip
-    return tilted([1.0] * n, got, beta, cap) if got and len(got) == n else [1.0] * n
+    spans = (
+        candidate_token_spans(tok.decode(tokens, skip_special_tokens=True), tokens, tok.decode)
+        if beta
+        else []
+    )
+    moves = [move_positions(tok, tokens, span) for span in spans]
+    plan = StatedPlan.of(backend, schema, tokens, [*offer_at, *(p for m in moves for p in m)])
+    if any(s is None for s in plan.starts) or i >= len(plan.starts):
+        return None
+    got = list_distributions(backend, adapter, rollout.prompt, schema, plan.rows, temperature)
+    if got is None:
+        return None
+    stated = plan.values(*got)
+    offer = [math.exp(picked(rows[0], tokens, offer_at)) for rows in got]
+    n = len(stated)
+    factors = [1.0] * n
+    if beta and len(moves) == n:
+        ratios = [picked(got[0][0], tokens, m) - picked(got[1][0], tokens, m) for m in moves]
+        factors = tilted([1.0] * n, ratios, beta, cap)
+    tuned = [s[0] * f for s, f in zip(stated, factors)]
+    weight, weight_base = tuned[i] / math.fsum(tuned), stated[i][1] / math.fsum(s[1] for s in stated)
+    draw, draw_base = offer[0] * weight, offer[1] * weight_base
+    return {"scored": True, "measure": "draw probability", "draw": draw, "draw_base": draw_base,
+            "offer": offer[0], "offer_base": offer[1], "stated": stated[i][0], "stated_base": stated[i][1],
+            "weight": weight, "weight_base": weight_base, "tilt": factors[i],
+            "ratio": draw / draw_base}  # fmt: skip
