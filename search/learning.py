@@ -26,6 +26,7 @@ trained on: their outcome says nothing about the action.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import defaultdict
 from collections.abc import Callable
@@ -130,7 +131,17 @@ class Learning:
         self.ledger.event("adapter_served", k=self.trainer.k, name=name)
 
     def sampled(self, rollouts: list[Rollout]) -> None:
-        """Record each drawn action's old log-prob and the adapter in force (`score`)."""
+        """Record each drawn action's old log-prob and the adapter in force (`score`); the distinct lists
+        of a group are scored together, their prompt run once."""
+        together: dict[tuple[int, str], dict[tuple[int, ...], Rollout]] = defaultdict(dict)
+        for r in rollouts:  # lists of one group, prompt and grammar
+            if r.tokens and (r.group, tuple(r.tokens)) not in self._scored:
+                shared = json.dumps([r.prompt, r.json_schema], sort_keys=True)
+                together[(r.group, shared)].setdefault(tuple(r.tokens), r)
+        for (group, _), lists in together.items():
+            first = next(iter(lists.values()))
+            values = self.trainer.lists_logprobs(first.prompt, first.json_schema, [list(t) for t in lists])
+            self._scored.update({(group, t): v for t, v in zip(lists, values)})
         for r in rollouts:
             self.score(r)
 

@@ -81,3 +81,47 @@ def test_the_candidates_of_one_list_are_scored_in_one_row(tmp_path, tiny_backend
     for t, values in zip(targets, together):
         alone = score_targets(tiny_backend.model, prompt, [t], 0)[0]
         assert max(abs(a - b) for a, b in zip(values, alone)) < 1e-4
+
+
+def test_the_lists_of_a_round_are_scored_together_as_each_alone(tmp_path, tiny_backend):
+    """The drawn lists' old log-probs come from one scoring with the prompt run once; each list reads what
+    it reads scored alone, and a list the grammar rejects reads None without spoiling the others."""
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    trainer.start()
+    props = _lists(tiny_backend)
+    tokens = [p.completion.token_ids for p in props]
+    bad = tiny_backend.tokenizer.encode("not json", add_special_tokens=False)
+    together = trainer.lists_logprobs(props[0].messages, props[0].json_schema, [*tokens, bad])
+    assert together[-1] is None
+    for t, got in zip(tokens, together):
+        alone = trainer.proposal_logprobs(props[0].messages, props[0].json_schema, t)
+        assert len(got) == len(t) and max(abs(a - b) for a, b in zip(got, alone)) < 1e-4
+
+
+def test_a_rounds_drawn_lists_take_one_scoring(tmp_path, tiny_backend, monkeypatch):
+    """`Learning.sampled` scores a group's distinct lists in one call, and each draw's old log-prob is its
+    span of its own list's."""
+    from arts.rewards import RewardConfig
+    from arts.search.learning import Learning
+    from arts.search.ledger import Ledger
+    from arts.search.state import Rollout
+    from arts.search.store import Store
+
+    ledger = Ledger(Store.open(tmp_path / "run"))
+    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
+    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=lambda line: None)
+    ttt.start()
+    props = [p for p in _lists(tiny_backend) if p.spans]
+    calls = []
+    scored = trainer.lists_logprobs
+    monkeypatch.setattr(trainer, "lists_logprobs", lambda *a: calls.append(len(a[2])) or scored(*a))
+    rollouts = [
+        ledger.add(Rollout(round=1, group=1, prompt=p.messages, json_schema=p.json_schema, drawn=0,
+                           candidates=[], action="{}", tokens=p.completion.token_ids, span=list(p.spans[0])))
+        for p in [*props, props[0]]  # the first list drawn twice
+    ]  # fmt: skip
+    ttt.sampled(rollouts)
+    assert calls == [len(props)]
+    for r in rollouts:
+        alone = trainer.proposal_logprobs(r.prompt, r.json_schema, r.tokens)
+        assert abs(r.old_logprob - math.fsum(alone[r.span[0] : r.span[1]])) < 1e-3

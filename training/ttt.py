@@ -264,11 +264,20 @@ class Trainer:
         """Per-token masked log-probs of a sampled proposal (all its tokens) after `prompt` under the adapter
         in force and the proposal's own grammar: a drawn candidate's old log-probs are its span of these.
         None when the grammar rejects the tokens (they cannot have been sampled under it)."""
+        return self.lists_logprobs(prompt, json_schema, [tokens])[0]
+
+    def lists_logprobs(
+        self, prompt: list[dict[str, Any]], json_schema: dict[str, Any], lists: list[list[int]]
+    ) -> list[list[float] | None]:
+        """`proposal_logprobs` of several lists sampled from one prompt, in one scoring: the prompt runs
+        once and its cache is shared by the lists (a round's N lists cost one prompt, not N)."""
         start = time.perf_counter()
-        targets = span_targets(self.backend, json_schema, tokens, [(0, len(tokens))])
-        values = self._score(self.backend.encode_prompt(prompt), targets)[0] if targets else None
+        made = [span_targets(self.backend, json_schema, tokens, [(0, len(tokens))]) for tokens in lists]
+        targets = [m[0] for m in made if m]
+        scored = iter(self._score(self.backend.encode_prompt(prompt), targets) if targets else [])
+        out = [next(scored) if m else None for m in made]
         self._scoring_s += time.perf_counter() - start
-        return values
+        return out
 
     def update(self, groups: list[ActionGroup], note: dict[str, Any] | None = None) -> UpdateResult:
         """One GRPO update on the groups; when any carried signal, checkpoint k+1 (atomic, with the
