@@ -8,7 +8,7 @@ run's groups through `scripts/ttt_replay.py`'s path with timers around the model
 the backward passes, so the shares say which part bounds the update's cost.
 
 Usage: OMP_NUM_THREADS=1 .venv/bin/python scripts/update_profile.py RUN_DIR [--lr 1e-4] [--steps 4]
-       [--groups 2] [--train-on move] [--weight-coef 2]
+       [--groups 2] [--train-on move] [--weight-coef 2] [--modules lm_head]
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ def main() -> int:
     ap.add_argument("--groups", type=int, default=None, help="replay only the run's first N groups")
     ap.add_argument("--train-on", choices=["action", "move"], default="action")
     ap.add_argument("--weight-coef", type=float, default=0.0, help="the stated-probability loss's weight")
+    ap.add_argument("--modules", nargs="+", default=["all-linear"], help="the adapter's target modules (lm_head)")
     args = ap.parse_args()
     decoding._forward = _timed(
         decoding._forward,
@@ -87,7 +88,7 @@ def main() -> int:
     temperature = read_stored_config(args.run / "config.toml").scientist.temperature
     ttt_replay.replay(
         None, groups, args.lr, args.steps, 0, temperature, prompt_grad=False, train_on=args.train_on,
-        weight_coef=args.weight_coef,
+        weight_coef=args.weight_coef, modules=args.modules if args.modules != ["all-linear"] else "all-linear",
     )  # fmt: skip
     if rows:
         total = sum(r[0] for r in rows)
