@@ -39,7 +39,7 @@ from arts.search.ledger import EVENT_TEXT_CHARS, Ledger
 from arts.search.rollout_rewards import due_rewards
 from arts.search.state import Rollout, SearchState
 from arts.tasks.probe import in_class
-from arts.training.credit import CreditAction, CreditCheck, base_span_logprobs, base_text_logprobs, credit
+from arts.training.credit import CreditAction, CreditCheck, base_lists_logprobs, base_text_logprobs, credit
 from arts.training.logprobs import grammar_text
 from arts.training.ttt import ADAPTER, ActionGroup, Trainer
 from arts.training.watch import measure
@@ -369,13 +369,15 @@ def credit_check(
         first = members[0]
         if all(r.tokens and len(r.span) == 2 for r in members):  # each list's spans, scored together
             base = [None] * len(members)
-            for tokens in dict.fromkeys(tuple(r.tokens) for r in members):
-                rows = [i for i, r in enumerate(members) if tuple(r.tokens) == tokens]
-                spans = [(members[i].span[0], members[i].span[1]) for i in rows]
-                got = base_span_logprobs(
-                    backend, first.prompt, first.json_schema or {}, list(tokens), spans, temperature
-                )
-                for i, b in zip(rows, got or [None] * len(rows)):
+            lists = list(dict.fromkeys(tuple(r.tokens) for r in members))
+            rows = [[i for i, r in enumerate(members) if tuple(r.tokens) == t] for t in lists]
+            spans = [[(members[i].span[0], members[i].span[1]) for i in at] for at in rows]
+            got = base_lists_logprobs(
+                backend, first.prompt, first.json_schema or {}, [(list(t), s) for t, s in zip(lists, spans)],
+                temperature,
+            )  # fmt: skip
+            for at, values in zip(rows, got):
+                for i, b in zip(at, values or [None] * len(at)):
                     base[i] = b
         else:
             base = base_text_logprobs(

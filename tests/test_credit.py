@@ -111,3 +111,21 @@ def test_arts_credit_reads_a_ttt_run_and_writes_credit_json(tmp_path, tiny_model
     assert again["actions"] == summary["actions"] > 0 and again["pairs"] == summary["pairs"]
     if summary["concordance"] is not None:
         assert again["concordance"] == pytest.approx(summary["concordance"])
+
+
+def test_a_groups_lists_are_scored_under_the_base_together_as_each_alone(tmp_path, tiny_backend):
+    """The check scores a group's lists in one call (the prompt run once): each list's spans read what
+    they read scored alone, and a list the grammar rejects reads None."""
+    from arts.training.credit import base_lists_logprobs
+
+    Trainer(tiny_backend, GRPOConfig(), tmp_path / "run").start()
+    prop = sampled_proposal(tiny_backend)
+    sampled, spans = prop.completion.token_ids, prop.spans
+    other = sampled[: spans[0][1]]  # the same list cut after its first candidate: another row
+    bad = tiny_backend.tokenizer.encode("not json", add_special_tokens=False)
+    lists = [(sampled, spans), (other, spans[:1]), (bad, [(0, 1)])]
+    together = base_lists_logprobs(tiny_backend, prop.messages, prop.json_schema, lists)
+    assert together[2] is None
+    for (tokens, at), got in zip(lists[:2], together):
+        alone = base_span_logprobs(tiny_backend, prop.messages, prop.json_schema, tokens, at)
+        assert got == pytest.approx(alone, abs=1e-4)

@@ -133,11 +133,23 @@ def base_span_logprobs(
     """Summed log-prob of each span of one sampled proposal under the base model, the proposal's grammar
     and `temperature` (the trainer's, so that it compares with the stored old log-probs); None when the
     grammar rejects the tokens."""
-    targets = span_targets(backend, json_schema, tokens, [(0, len(tokens))])
-    if targets is None:
-        return None
-    values = _score(backend, prompt, targets, temperature)[0]
-    return [math.fsum(values[s:e]) for s, e in spans]
+    return base_lists_logprobs(backend, prompt, json_schema, [(tokens, spans)], temperature)[0]
+
+
+def base_lists_logprobs(
+    backend: Any, prompt: list[dict[str, Any]], json_schema: dict[str, Any],
+    lists: list[tuple[list[int], list[tuple[int, int]]]], temperature: float = 1.0,
+) -> list[list[float] | None]:  # fmt: skip
+    """`base_span_logprobs` of several proposals sampled from one prompt, in one scoring (the prompt run
+    once for all of them)."""
+    made = [span_targets(backend, json_schema, tokens, [(0, len(tokens))]) for tokens, _ in lists]
+    ok = [m[0] for m in made if m]
+    values = iter(_score(backend, prompt, ok, temperature) if ok else [])
+    out: list[list[float] | None] = []
+    for m, (_, spans) in zip(made, lists):
+        row = next(values) if m else None
+        out.append(None if row is None else [math.fsum(row[s:e]) for s, e in spans])
+    return out
 
 
 def base_text_logprobs(
