@@ -375,6 +375,8 @@ def test_the_scientist_may_propose_a_probe_and_a_drawn_one_is_measured_not_regis
     assert not [h for h in state.hypotheses.values() if h.text.startswith("probe")]
     scheduled = [e for e in _events(state, "follow_up_scheduled") if e["step"] == "probe"]
     assert _events(state, "probe") and not scheduled  # sought by the scientist, not by a prediction
+    made = [(e["name"], e["node"]) for e in _events(state, "probe")]  # none made twice on one program
+    assert len(made) == len(set(made)), made
 
 
 def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tmp_path, rules):
@@ -461,3 +463,26 @@ def test_on_an_exact_evaluator_a_flawed_program_is_edited_and_a_doubted_protocol
     retest, protocol = (as_run(item(d), state, None, deterministic=True) for d in ("retest", "fix_protocol"))
     assert (retest.step, retest.parent, retest.start) == ("repair", 1, 2)
     assert (protocol.step, protocol.parent, protocol.start) == ("repair", 1, None)
+
+
+def test_a_probe_already_made_on_the_best_program_is_not_drawn_again():
+    """A probe of X on the best node measured what it can; drawn again it would evaluate nothing (a round
+    of such draws is idle, and three idle rounds end a run): it is not admissible, a probe of Y is, and
+    once another node is best, X may be probed there."""
+    from types import SimpleNamespace
+
+    from arts.search.investigation.probes import KEY
+    from arts.search.methods.arts import admissible
+    from arts.search.state import Node
+
+    state = SearchState()
+    state.nodes = {1: Node(id=1, status="seed", score=1.0, raw_score=1.0),
+                   2: Node(id=2, parent=1, status="valid", score=2.0, raw_score=2.0)}  # fmt: skip
+    state.meta[KEY] = {"X": {"high": "rose", "node": 2}}
+    cands = [Candidate(parent=2, hypothesis=h, axis="x", probability=0.5) for h in ("probe X", "probe Y")]
+    cfg = SimpleNamespace(attribution=SimpleNamespace(distinct_threshold=0.5))
+    run = SimpleNamespace(state=state, round=3, cfg=cfg)
+    proposed = SimpleNamespace(candidates=cands, lists=[SimpleNamespace(candidates=cands)], example=None)
+    assert admissible(run, proposed) == [False, True]
+    state.nodes[3] = Node(id=3, parent=2, status="valid", score=3.0, raw_score=3.0)
+    assert admissible(run, proposed) == [True, True]

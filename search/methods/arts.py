@@ -10,10 +10,11 @@ probability for each of K candidates and an external sampler draws N of the admi
 
 from __future__ import annotations
 
+from arts.policy.edits.moves import directed_target
 from arts.policy.sampler import draw
 from arts.search.console import drawn_line, routes_line
 from arts.search.context import Run
-from arts.search.investigation import followups, hypotheses, observations, pursue, signals
+from arts.search.investigation import followups, hypotheses, observations, probes, pursue, signals
 from arts.search.investigation.attribution import Decision
 from arts.search.investigation.failures import Ahead, attribute_round, todo
 from arts.search.investigation.plan import plan_once
@@ -151,13 +152,21 @@ def propose_admissible(run: Run) -> tuple[Proposed, list[bool]]:
 
 
 def admissible(run: Run, proposed: Proposed) -> list[bool]:
-    """Which candidates may be drawn: distinct from the abandoned directions and not a copy of another
-    candidate of its list or of the prompt's example (`hypotheses.copies`). Lists are independent samples:
-    one list repeating another is what the policy said twice, not a copy."""
+    """Which candidates may be drawn: distinct from the abandoned directions, not a copy of another
+    candidate of its list or of the prompt's example (`hypotheses.copies`), and not a probe of a constant
+    already probed on the best program, which would measure nothing new (`probes.probed`: a round of such
+    draws spends no evaluation, and three in a row end the run). Lists are independent samples: one list
+    repeating another is what the policy said twice, not a copy."""
     threshold = run.cfg.attribution.distinct_threshold
     ok = hypotheses.admissible(run.state, proposed.candidates, run.round, threshold)
     copied = [c for p in proposed.lists for c in hypotheses.copies(p.candidates, proposed.example)]
-    return [keep and not copy for keep, copy in zip(ok, copied)]
+    best = run.state.best()
+    repeated = [
+        best is not None and (found := directed_target(c.hypothesis)) is not None and found[0] == "probe"
+        and probes.probed(run.state, found[1], best)
+        for c in proposed.candidates
+    ]  # fmt: skip
+    return [keep and not copy and not again for keep, copy, again in zip(ok, copied, repeated)]
 
 
 def pick(run: Run, proposed: Proposed, ok: list[bool]) -> list[tuple[int, float, bool]]:
