@@ -735,3 +735,14 @@ class Recorder:
 
     def close(self) -> None:
         SEEN.append(("close", {}, 0))
+
+
+def load_script(name: str):
+    """The module of `scripts/<name>.py` (scripts are not a package), for tests of their functions."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

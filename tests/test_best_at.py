@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "best_at.py"
+from tests.doubles import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("best_at", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("best_at")
 
 
 def test_the_best_so_far_at_each_mark_and_none_past_the_runs_end():

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "round_costs.py"
+from tests.doubles import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("round_costs", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("round_costs")
 
 
 def test_each_gap_is_charged_to_the_event_that_ends_it():

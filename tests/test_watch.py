@@ -34,28 +34,35 @@ def test_a_fresh_adapter_gives_a_class_the_base_models_probability(tmp_path, tin
     assert tuned == base and tuned < 0
 
 
-def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_path, tiny_backend):
-    """`increase X` pays every round: at the second update the adapter trained on round 1 gives it more
-    probability than the base on round 2's prompt, which it has not trained on."""
+def _rounds(tmp_path, backend, config: GRPOConfig, pays, log=lambda line: None) -> Ledger:
+    """Three TTT rounds on `PROMPT`, every candidate drawn, `pays(hypothesis, round)` scoring -1 (else
+    -9), with the watch on `increase X`; the run's ledger."""
     ledger = Ledger(Store.open(tmp_path / "run"))
     ledger.add(Node(status="seed", score=-4.0, raw_score=-4.0))
-    lines: list[str] = []
-    trainer = Trainer(tiny_backend, GRPOConfig(lr=1e-2), tmp_path / "run")
-    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=lines.append,
-                   watch="increase X")  # fmt: skip
+    trainer = Trainer(backend, config, tmp_path / "run")
+    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=log, watch="increase X")
     ttt.start()
     for k in (1, 2, 3):
         rollouts = []
         for i, c in enumerate(CANDIDATES):
             r = ledger.add(Rollout(round=k, group=k, prompt=PROMPT, candidates=CANDIDATES, drawn=i,
                                    action=canonical_action(c), json_schema=SCHEMA))  # fmt: skip
-            score = -1.0 if c["hypothesis"].startswith("increase X") else -9.0
+            score = -1.0 if pays(c["hypothesis"], k) else -9.0
             node = ledger.add(Node(parent=1, depth=1, round=k, status="valid", score=score, rollout=r.id))
             r.node = node.id
             rollouts.append(ledger.update(r))
         ttt.sampled(rollouts)
         ttt.reward(k)
         ttt.update(k)
+    return ledger
+
+
+def test_the_watched_class_grows_under_the_adapter_that_was_rewarded_for_it(tmp_path, tiny_backend):
+    """`increase X` pays every round: at the second update the adapter trained on round 1 gives it more
+    probability than the base on round 2's prompt, which it has not trained on."""
+    lines: list[str] = []
+    pays = lambda h, k: h.startswith("increase X")  # noqa: E731
+    ledger = _rounds(tmp_path, tiny_backend, GRPOConfig(lr=1e-2), pays, lines.append)
     watched = [e.payload for e in ledger.events("watch")]
     assert [w["k"] for w in watched] == [0, 1, 2] and all(w["scored"] for w in watched)
     assert abs(watched[0]["ratio"] - 1.0) < 1e-6  # no update yet: the base model's own probability
@@ -67,25 +74,8 @@ def test_each_checkpoint_is_watched_once_and_a_skipped_update_adds_no_reading(tm
     """Round 2 gives no signal (every experiment scores alike), so its update is skipped and round 3 still
     samples from checkpoint 1, which round 2 has read already: the watch reads checkpoints 0 and 1 once
     each, and the run's events say which round read which."""
-    ledger = Ledger(Store.open(tmp_path / "run"))
-    ledger.add(Node(status="seed", score=-4.0, raw_score=-4.0))
-    trainer = Trainer(tiny_backend, GRPOConfig(), tmp_path / "run")
-    ttt = Learning(trainer, ledger, RewardConfig(), 1, use_adapter=lambda name: None, log=lambda line: None,
-                   watch="increase X")  # fmt: skip
-    ttt.start()
-    for k in (1, 2, 3):
-        rollouts = []
-        for i, c in enumerate(CANDIDATES):
-            r = ledger.add(Rollout(round=k, group=k, prompt=PROMPT, candidates=CANDIDATES, drawn=i,
-                                   action=canonical_action(c), json_schema=SCHEMA))  # fmt: skip
-            paying = c["hypothesis"].startswith("increase X") and k != 2
-            node = ledger.add(Node(parent=1, depth=1, round=k, status="valid", score=-1.0 if paying else -9.0,
-                                   rollout=r.id))  # fmt: skip
-            r.node = node.id
-            rollouts.append(ledger.update(r))
-        ttt.sampled(rollouts)
-        ttt.reward(k)
-        ttt.update(k)
+    pays = lambda h, k: h.startswith("increase X") and k != 2  # noqa: E731
+    ledger = _rounds(tmp_path, tiny_backend, GRPOConfig(), pays)
     assert [e.payload["round"] for e in ledger.events("update_skipped")] == [2]
     watched = [(e.payload["round"], e.payload["k"]) for e in ledger.events("watch")]
     assert watched == [(1, 0), (2, 1)]
