@@ -200,13 +200,13 @@ def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_pla
     calls = recorded(rules)
     with Store.open(tmp_path / "run", create=True) as store:
         ledger = Ledger(store)
-        root = ledger.add(Node(parent=None, status="seed", score=-4.0, raw_score=-4.0))
+        root = ledger.add(Node(parent=None, status="seed", score=-1.0, raw_score=-1.0))
         nodes = [
             ledger.add(
                 Node(parent=root.id, round=r, status="valid", score=-1.0, raw_score=-1.0, hypothesis=t)
             )
             for r, t in [(1, "increase X"), (2, "decrease X"), (2, "decrease X again")]
-        ]  # three experiments, none better than the first: a flat curve, nothing failed or regressed
+        ]  # three experiments, none better than the seed: a flat curve, nothing failed or regressed
         h1 = ledger.add(Hypothesis(text="increase X", axis="x", nodes=[nodes[0].id], status="working"))
         h2 = ledger.add(
             Hypothesis(text="decrease X", axis="x", nodes=[n.id for n in nodes[1:]], status="working")
@@ -228,6 +228,48 @@ def test_a_stall_is_attributed_with_its_trajectory_and_decided_for_the_whole_pla
         if e.kind == "hypothesis" and "refines" in e.payload
     }
     assert refined == {h1.id, h2.id}  # both hypotheses of the plateau were refined
+
+
+def test_a_stall_leaves_the_plateaus_progress_alone(tmp_path):
+    """Gains that shrink read as a stall by the slope while the last step sets a new best: the stall's
+    decision reaches the plateau's other experiments, not the one that paid nor its hypothesis."""
+    from arts.policy.analysis import AnalysisConfig, Analyst
+    from arts.search.investigation.attribution import AttributionConfig
+    from arts.search.investigation.failures import attribute_round
+    from arts.search.ledger import Ledger
+    from arts.search.state import Node
+
+    with Store.open(tmp_path / "run", create=True) as store:
+        ledger = Ledger(store)
+        root = ledger.add(Node(parent=None, status="seed", score=-10.0, raw_score=-10.0))
+        first = ledger.add(Node(parent=root.id, round=1, status="valid", score=-5.0, raw_score=-5.0,
+                                hypothesis="increase N"))  # fmt: skip
+        second = ledger.add(Node(parent=first.id, round=2, status="valid", score=-2.0, raw_score=-2.0,
+                                 hypothesis="increase N"))  # fmt: skip
+        flat = [
+            ledger.add(Node(parent=second.id, round=3, status="valid", score=-2.0, raw_score=-2.0,
+                            hypothesis=f"increase M {i}"))
+            for i in range(2)
+        ]  # fmt: skip
+        last = ledger.add(Node(parent=second.id, round=3, status="valid", score=-1.99, raw_score=-1.99,
+                               hypothesis="increase N"))  # fmt: skip
+        paying = ledger.add(Hypothesis(text="increase N", axis="n", status="working",
+                                       nodes=[first.id, second.id, last.id]))  # fmt: skip
+        other = ledger.add(Hypothesis(text="increase M", axis="m", status="working",
+                                      nodes=[n.id for n in flat]))  # fmt: skip
+        cfg = AttributionConfig(window=3)
+        decisions = attribute_round(
+            ledger, Analyst(RuleBackend(), AnalysisConfig()), [*flat, last], cfg, round=3, seed=0
+        )
+        (routing,) = [e.payload for e in ledger.state.events.values() if e.kind == "routing"]
+        assert routing["plateau"] == [*(n.id for n in flat), last.id] and routing["spared"] == [last.id]
+        assert set(decisions) == {n.id for n in flat}  # the stall is routed, for the flat experiments
+        tested = hypotheses.tested(ledger.state, [*decisions, last.id])
+        hypotheses.Exploit(ledger, 3, cooldown=2, observations=True, memory=True)(tested, set(), decisions)
+        state = ledger.state
+    assert state.hypotheses[other.id].status == "set_aside"
+    assert state.hypotheses[paying.id].status in ("working", "retained")
+    assert not state.hypotheses[paying.id].archived
 
 
 @pytest.mark.parametrize(
@@ -394,8 +436,8 @@ def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tm
     assert not _events(state, "remeasure")
     followed = _events(state, "follow_up")
     assert followed and all(e["step"] != "remeasure" for e in followed)
-    routed = [e["decision"] for e in _events(state, "routing")]
-    assert routed and all(d["cause"]["category"] == "method" for d in routed)
+    stalls = [e["decision"] for e in _events(state, "routing") if e["plateau"]]
+    assert stalls and all(d["cause"]["category"] == "method" for d in stalls)
 
 
 def test_a_step_that_ran_on_an_exact_evaluator_is_never_repaired(tmp_path, rules):

@@ -3,7 +3,7 @@
 A round's failed or regressed nodes are attributed; when the best-so-far curve has stalled (slope,
 volatility, marginal decay), the plateau is too, first: its best experiment's report, with the trajectory
 features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
-plateau's experiments tested. In the reflection mode one free-text reflection replaces the diagnosis. At most
+plateau's experiments tested but those of its experiments that set a new best (`progress`). In the reflection mode one free-text reflection replaces the diagnosis. At most
 `per_round` attributions run (each is three model calls); while a round's experiments run at once, those
 whose place among them is settled start before the others have evaluated (`Ahead`). Not done here: the
 causes, critic, judge and routing table themselves (`attribution`), or applying a decision
@@ -148,6 +148,7 @@ def attribute_round(
     state = ledger.state
     work = nodes if isinstance(nodes, Todo) else todo(state, nodes, cfg)
     plateau, traj = work.plateau, work.traj
+    spared = progress(state, plateau)
 
     def one(n: Node) -> tuple[Node, Decision | None]:
         folder = ledger.store.node_dir(n.id)
@@ -181,16 +182,46 @@ def attribute_round(
             decision=decision.model_dump() if decision else None,
             trajectory=traj.model_dump(),
             plateau=[m.id for m in plateau] if stall else [],
+            spared=sorted(spared) if stall else [],
         )
         return n, decision
 
     out: dict[int, Decision] = {}
     jobs = [lambda n=n: one(n) for n in work.nodes]
     for n, decision in together(jobs) if together else [job() for job in jobs]:
-        if decision is not None:  # a stall's decision applies to every experiment of the plateau
+        if decision is not None:  # a stall's decision applies to the plateau but its progress
             stall = work.stall is not None and n.id == work.stall.id
-            out.update({m.id: decision for m in plateau if m.id not in out} if stall else {n.id: decision})
+            out.update(
+                {m.id: decision for m in plateau if m.id not in out and m.id not in spared}
+                if stall
+                else {n.id: decision}
+            )
     return out
+
+
+def progress(state: SearchState, plateau: list[Node]) -> set[int]:
+    """The plateau's experiments that a stall's decision leaves alone: each that set a new best and whose
+    hypothesis no later experiment of the plateau tried again, with the others of that hypothesis. A stall
+    is a direction tried and no longer paying; an incumbent's direction that was not tried again from it
+    has not stalled, whatever the slope says of the moves around it. A curve whose steps pay less and less
+    (doubling a quadrature's panels: +0.6, +0.6, +0.19) reads as flat while its last step sets a new best,
+    and on probe-quadrature two runs of five pivoted from `increase STEPS`, the one move that paid, that
+    way (docs/benchmark.md)."""
+    best, rose = None, set()
+    for n in sorted(state.nodes.values(), key=lambda n: n.id):
+        if n.score is not None and (best is None or n.score > best):
+            if best is not None and n.parent is not None:
+                rose.add(n.id)
+            best = n.score
+    ids = [m.id for m in plateau]
+    spared: set[int] = set()
+    for at, nid in enumerate(ids):
+        if nid not in rose:
+            continue
+        same = {i for h in state.hypotheses.values() if nid in h.nodes for i in h.nodes} & set(ids)
+        if not same & set(ids[at + 1 :]):
+            spared |= same | {nid}
+    return spared
 
 
 def stall_text(traj: Trajectory, plateau: list[Node]) -> str:
