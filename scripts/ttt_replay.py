@@ -71,16 +71,16 @@ def replay(
     model: str | None, groups: list[list], lr: float, steps: int, seed: int, temperature: float,
     prompt_grad: bool = True, dtype: str = "float32", watch: str | None = None, train_on: str = "action",
     weight_coef: float = 0.0, replay_rounds: int = 0, kl_max: float | None = GRPOConfig().kl_max,
-    weight_share: bool = True, modules: str | list[str] = "all-linear",
+    weight_share: bool = True, modules: str | list[str] = "all-linear", kl_coef: float = 0.0,
 ) -> dict:  # fmt: skip
     backend = TransformersBackend(model, seed=seed, dtype=dtype)
     config = GRPOConfig(lr=lr, steps=steps, prompt_grad=prompt_grad, train_on=train_on,
                         weight_coef=weight_coef, replay=replay_rounds, kl_max=kl_max,
-                        weight_share=weight_share, target_modules=modules)  # fmt: skip
+                        weight_share=weight_share, target_modules=modules, kl_coef=kl_coef)  # fmt: skip
     trainer = Trainer(backend, config, Path(tempfile.mkdtemp()), temperature=temperature, seed=seed)
     earlier: list[ActionGroup] = []  # the groups trained on so far, newest last
     trainer.start()
-    actions, kls, updates, seconds, ratio0, watched = [], [], 0, 0.0, 0.0, []
+    actions, kls, entropies, updates, seconds, ratio0, watched = [], [], [], 0, 0.0, 0.0, []
     for members in groups:
         first = members[0]
         full = {}  # each sampled list scored once under the adapter in force
@@ -121,14 +121,16 @@ def replay(
         if result.applied:
             updates += 1
             kls.append(result.stats.kl)
+            entropies.append(result.stats.entropy)
             seconds += result.stats.seconds
     check = credit(actions)
     return {"lr": lr, "steps": steps, "prompt_grad": prompt_grad, "train_on": train_on, "weight_coef": weight_coef,
-            "modules": modules,
+            "modules": modules, "kl_coef": kl_coef, "kls": kls, "entropies": entropies,
             "weight_share": weight_share, "replay": replay_rounds, "dtype": dtype,
             "ratio0": ratio0,
             "updates": updates, "watch": watched,
-            "kl_last": kls[-1] if kls else None, "update_s": seconds / updates if updates else None,
+            "kl_last": kls[-1] if kls else None, "entropy_last": entropies[-1] if entropies else None,
+            "update_s": seconds / updates if updates else None,
             **check.model_dump()}  # fmt: skip
 
 
@@ -141,6 +143,7 @@ def _name(row: dict) -> str:
         + (f" replay {row['replay']}" if row.get("replay") else "")
         + (f" LoRA on {row['modules'] if isinstance(row['modules'], str) else ','.join(row['modules'])}"
            if row.get("modules", "all-linear") != "all-linear" else "")  # fmt: skip
+        + (f" KL coef {row['kl_coef']:g}" if row.get("kl_coef") else "")
     )
 
 
@@ -198,6 +201,8 @@ def main() -> int:
     ap.add_argument("--modules", nargs="+", default=["all-linear"],
                     help='the layers LoRA adapts (ttt.grpo.target_modules): "all-linear", or names joined by '
                     'commas ("lm_head", "q_proj,v_proj"); several: replay each')  # fmt: skip
+    ap.add_argument("--kl-coef", type=float, nargs="+", default=[0.0],
+                    help="the KL penalty's weight to the base (ttt.grpo.kl_coef); several: replay each")  # fmt: skip
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -210,7 +215,8 @@ def main() -> int:
         grads = {"on": [True], "off": [False], "both": [True, False]}[args.prompt_grad]
         shares = {"on": [True], "off": [False], "both": [True, False]}[args.weight_share]
         settings = [
-            (lr, grad, on, w, rep, share, mod)
+            (lr, grad, on, w, rep, share, mod, klc)
+            for klc in args.kl_coef
             for mod in [m if m == "all-linear" else m.split(",") for m in args.modules]
             for lr in args.lr
             for grad in grads
@@ -219,7 +225,7 @@ def main() -> int:
             for rep in args.replay
             for share in shares
         ]
-        for lr, grad, on, w, rep, share, mod in settings:
+        for lr, grad, on, w, rep, share, mod, klc in settings:
             t0 = time.perf_counter()
             row = replay(
                 cfg.scientist_model.model,
@@ -237,13 +243,14 @@ def main() -> int:
                 args.kl_max or None,
                 share,
                 mod,
+                klc,
             )
             rows.append(row)
             c, u = row["concordance"], row["update_s"]
             print(
                 f"  {_name(row)}: {row['updates']} updates "
                 f"({'-' if u is None else f'{u:.1f}'} s each), KL to base at the last "
-                f"{row['kl_last'] or 0:.2e}/token, held-out concordance {'-' if c is None else f'{c:.3f}'} "
+                f"{row['kl_last'] or 0:.2e}/token (entropy {row['entropy_last'] or 0:.3f}/token), held-out concordance {'-' if c is None else f'{c:.3f}'} "
                 f"over {row['pairs']} pairs, sampling-time old log-probs off by up to {row['ratio0']:.2g} "
                 f"({time.perf_counter() - t0:.0f}s)"
                 + "".join(
