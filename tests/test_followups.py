@@ -438,6 +438,8 @@ def test_a_task_that_declares_its_evaluator_deterministic_is_never_remeasured(tm
     assert followed and all(e["step"] != "remeasure" for e in followed)
     stalls = [e["decision"] for e in _events(state, "routing") if e["plateau"]]
     assert stalls and all(d["cause"]["category"] == "method" for d in stalls)
+    spared = {i for e in _events(state, "routing") if e["plateau"] for i in e["spared"]}
+    assert spared  # through `arts search`, a stall's plateau held a new best, which its decision left alone
 
 
 def test_a_step_that_ran_on_an_exact_evaluator_is_never_repaired(tmp_path, rules):

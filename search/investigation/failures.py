@@ -3,8 +3,8 @@
 A round's failed or regressed nodes are attributed; when the best-so-far curve has stalled (slope,
 volatility, marginal decay), the plateau is too, first: its best experiment's report, with the trajectory
 features and what the plateau tried, is attributed, and the decision applies to every hypothesis the
-plateau's experiments tested but those of its experiments that set a new best (`progress`). In the reflection mode one free-text reflection replaces the diagnosis. At most
-`per_round` attributions run (each is three model calls); while a round's experiments run at once, those
+plateau's experiments tested but those of its experiments that set a new best (`progress`). In the
+reflection mode one free-text reflection replaces the diagnosis. At most `per_round` attributions run (each is three model calls); while a round's experiments run at once, those
 whose place among them is settled start before the others have evaluated (`Ahead`). Not done here: the
 causes, critic, judge and routing table themselves (`attribution`), or applying a decision
 (`hypotheses.Exploit`).
